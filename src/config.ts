@@ -1,0 +1,99 @@
+/**
+ * Configuration: one table of environment variables, parsed once at start and frozen. A bad value
+ * throws a ConfigError whose one-line message names the variable; the CLI prints it and exits 1.
+ * Only the CLI reads process.env; everything else receives a Config.
+ */
+import { ENVIRONMENTS, type Environment } from './domain/api-key.js';
+
+export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
+
+export interface Config {
+  port: number;
+  host: string;
+  database: DatabaseTarget;
+  redisUrl: string | undefined;
+  environment: Environment;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Whether X-Forwarded-For is believed (true, false, a hop count, or a list of proxy addresses). */
+  trustProxy: boolean | number | string;
+  sqliteSynchronous: 'normal' | 'full';
+  /** How long an API key lookup may be served from memory; bounds how late a revocation takes effect. */
+  keyCacheTtlMs: number;
+  /** Per-minute limit for requests that carry no valid key, per client address. */
+  anonymousPerMinute: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^[0-9]+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+function database(raw: string | undefined): DatabaseTarget {
+  if (raw === undefined || raw === '') return { engine: 'sqlite', path: './data/petstore.db' };
+  const sqlite = /^(?:sqlite|file):(.+)$/.exec(raw);
+  if (sqlite) return { engine: 'sqlite', path: sqlite[1]!.replace(/^\/\/(?=\/)/, '') };
+  if (/^postgres(?:ql)?:\/\/./.test(raw)) {
+    try {
+      new URL(raw);
+    } catch {
+      throw new ConfigError('DATABASE_URL is not a valid postgres:// URL');
+    }
+    return { engine: 'postgres', url: raw };
+  }
+  // The value may hold a password: never echo it.
+  throw new ConfigError('DATABASE_URL must start with sqlite:, file:, postgres:// or postgresql://');
+}
+
+function redisUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^rediss?:\/\/./.test(raw)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
+  return raw;
+}
+
+function trustProxy(raw: string | undefined): boolean | number | string {
+  if (raw === undefined || raw === '' || raw === 'false') return false;
+  if (raw === 'true') return true;
+  if (/^[0-9]{1,2}$/.test(raw)) return Number(raw);
+  if (/^[0-9a-fA-F.:/, ]+$/.test(raw)) return raw;
+  throw new ConfigError(`TRUST_PROXY must be true, false, a hop count or a list of proxy addresses, got "${raw}"`);
+}
+
+function host(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return '127.0.0.1';
+  if (!/^[A-Za-z0-9.:-]+$/.test(raw)) throw new ConfigError(`HOST must be a host name or address, got "${raw}"`);
+  return raw;
+}
+
+export function loadConfig(env: Env): Readonly<Config> {
+  return Object.freeze({
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: host(env.HOST),
+    database: database(env.DATABASE_URL),
+    redisUrl: redisUrl(env.REDIS_URL),
+    environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS, 'production'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    trustProxy: trustProxy(env.TRUST_PROXY),
+    sqliteSynchronous: oneOf(env, 'SQLITE_SYNCHRONOUS', ['normal', 'full'] as const, 'normal'),
+    keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 5000),
+    anonymousPerMinute: integer(env, 'ANONYMOUS_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
+  });
+}

@@ -1,0 +1,57 @@
+/**
+ * API keys: a visible prefix naming the environment, then 256 bits from the CSPRNG in base64url.
+ * Only the SHA-256 of the whole key is stored. A fast hash is the right tool here: the secret part has
+ * 256 bits of entropy, so there is nothing for a slow password hash to protect, and lookups stay O(1)
+ * by an indexed column (no comparison of secrets in user space that could leak timing).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Plan } from './plans.js';
+
+export const ENVIRONMENTS = ['production', 'staging'] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+const KEY_PREFIX: Record<Environment, string> = {
+  production: 'pet_live_',
+  staging: 'pet_test_',
+};
+
+export interface ApiKey {
+  /** Public identifier used by the operator (`keys revoke ID`) and in logs; never secret. */
+  id: string;
+  /** The first characters of the key, shown by `keys list` so an operator can recognise it. */
+  prefix: string;
+  environment: Environment;
+  plan: Plan;
+  perMinute: number;
+  perDay: number;
+  label: string | null;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface IssuedKey {
+  /** The full secret, shown once. */
+  key: string;
+  hash: string;
+  prefix: string;
+  id: string;
+}
+
+export function issueKey(environment: Environment): IssuedKey {
+  const key = KEY_PREFIX[environment] + randomBytes(32).toString('base64url');
+  return {
+    key,
+    hash: hashKey(key),
+    prefix: key.slice(0, KEY_PREFIX[environment].length + 6),
+    id: 'key_' + randomBytes(8).toString('hex'),
+  };
+}
+
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+/** The environment a key claims by its prefix, or undefined when it has no known prefix. */
+export function environmentOfKey(key: string): Environment | undefined {
+  return ENVIRONMENTS.find((env) => key.startsWith(KEY_PREFIX[env]));
+}

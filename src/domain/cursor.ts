@@ -1,0 +1,44 @@
+/**
+ * Opaque keyset cursors. A cursor names the last id of the page and the status filter it was made
+ * for, and carries an HMAC so that a client cannot forge or edit one: anything that fails the check
+ * is a 400, never a silently different page. The secret lives in the database so that every
+ * instance accepts every other instance's cursors.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { PetStatus } from './pet.js';
+
+const MAC_BYTES = 12;
+
+export interface CursorPosition {
+  afterId: bigint;
+  status: PetStatus | undefined;
+}
+
+export class CursorCodec {
+  readonly #secret: Buffer;
+
+  constructor(secret: string) {
+    this.#secret = Buffer.from(secret, 'utf8');
+  }
+
+  encode(position: CursorPosition): string {
+    const payload = Buffer.from(`${position.afterId}:${position.status ?? ''}`, 'utf8');
+    return Buffer.concat([payload, this.#mac(payload)]).toString('base64url');
+  }
+
+  /** The position a cursor stands for, or undefined when it is malformed or was altered. */
+  decode(cursor: string): CursorPosition | undefined {
+    if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+    const raw = Buffer.from(cursor, 'base64url');
+    if (raw.length <= MAC_BYTES || raw.toString('base64url') !== cursor) return undefined;
+    const payload = raw.subarray(0, raw.length - MAC_BYTES);
+    if (!timingSafeEqual(raw.subarray(raw.length - MAC_BYTES), this.#mac(payload))) return undefined;
+    const match = /^([1-9][0-9]{0,18}):(available|pending|sold)?$/.exec(payload.toString('utf8'));
+    if (!match) return undefined;
+    return { afterId: BigInt(match[1]!), status: match[2] as PetStatus | undefined };
+  }
+
+  #mac(payload: Buffer): Buffer {
+    return createHmac('sha256', this.#secret).update(payload).digest().subarray(0, MAC_BYTES);
+  }
+}

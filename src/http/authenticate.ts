@@ -1,0 +1,61 @@
+/**
+ * Bearer API keys. A key is looked up by the SHA-256 of the whole key on an indexed column, so an
+ * unknown key and a wrong key cost the same and nothing secret is compared byte by byte in our code.
+ * Found keys are cached for a short time (KEY_CACHE_TTL_MS, at most 5 s), which bounds how late a
+ * revocation takes effect on every instance. Unknown keys are not cached, so a key created a moment
+ * ago works at once.
+ */
+import type { FastifyRequest } from 'fastify';
+import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.js';
+import type { KeyStore } from '../storage/store.js';
+import { ApiError } from './errors.js';
+
+export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError };
+
+const BEARER = /^Bearer +([A-Za-z0-9_-]{1,200}) *$/i;
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer realm="petstore"' };
+
+function unauthorized(message: string): AuthResult {
+  return { key: undefined, failure: new ApiError('unauthorized', message, undefined, CHALLENGE) };
+}
+
+export class KeyAuthenticator {
+  readonly #cache = new Map<string, { key: ApiKey; expiresAtMs: number }>();
+
+  constructor(
+    private readonly keys: KeyStore,
+    private readonly environment: Environment,
+    private readonly cacheTtlMs: number,
+    private readonly now: () => number,
+  ) {}
+
+  async authenticate(request: FastifyRequest): Promise<AuthResult> {
+    const header = request.headers.authorization;
+    if (header === undefined) return unauthorized('Missing API key: send Authorization: Bearer <key>');
+    const token = BEARER.exec(header)?.[1];
+    if (token === undefined) return unauthorized('Malformed Authorization header: expected Bearer <key>');
+    const claimed = environmentOfKey(token);
+    if (claimed !== undefined && claimed !== this.environment) {
+      return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.environment}`);
+    }
+    const key = claimed === undefined ? undefined : await this.#lookup(hashKey(token));
+    if (key === undefined || key.environment !== this.environment) return unauthorized('Invalid API key');
+    if (key.revokedAt !== null) return unauthorized('This API key has been revoked');
+    return { key };
+  }
+
+  async #lookup(hash: string): Promise<ApiKey | undefined> {
+    const now = this.now();
+    const cached = this.#cache.get(hash);
+    if (cached && cached.expiresAtMs > now) return cached.key;
+    const key = await this.keys.findKeyByHash(hash);
+    if (key === undefined) {
+      this.#cache.delete(hash);
+      return undefined;
+    }
+    // Bounded: drop everything if an unusual number of distinct keys is in use.
+    if (this.#cache.size >= 10_000) this.#cache.clear();
+    this.#cache.set(hash, { key, expiresAtMs: now + this.cacheTtlMs });
+    return key;
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The one error type of the HTTP layer and the one mapping of every failure, the framework's
+ * included, to the spec's Error body {code, message, status}.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+export const ERROR_CODES = {
+  invalid_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  gone: 410,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  key_banned: 429,
+  internal_error: 500,
+  unavailable: 503,
+} as const;
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface ErrorDetail {
+  field: string;
+  problem: string;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.status = ERROR_CODES[code];
+  }
+}
+
+export function errorBody(err: ApiError): Record<string, unknown> {
+  const body: Record<string, unknown> = { code: err.code, message: err.message, status: err.status };
+  if (err.details?.length) body.details = err.details;
+  return body;
+}
+
+interface AjvLikeError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/** Turns schema validation errors into details that name each field and say what is wrong with it. */
+function validationDetails(errors: readonly AjvLikeError[], part: string): ErrorDetail[] {
+  return errors.map((e) => {
+    const path = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
+    if (e.keyword === 'required') return { field: joinField(path, String(e.params.missingProperty)), problem: 'is required' };
+    if (e.keyword === 'additionalProperties') {
+      return { field: joinField(path, String(e.params.additionalProperty)), problem: 'is not a field of this resource' };
+    }
+    return { field: path || part, problem: e.message ?? 'is invalid' };
+  });
+}
+
+const joinField = (parent: string, child: string): string => (parent ? `${parent}.${child}` : child);
+
+const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query', params: 'path' };
+
+/** Maps a framework error (or anything thrown) to an ApiError. */
+export function toApiError(error: FastifyError | ApiError | Error): ApiError {
+  if (error instanceof ApiError) return error;
+  const fe = error as FastifyError & { validationContext?: string };
+  if (fe.validation) {
+    const part = PART_NAMES[fe.validationContext ?? ''] ?? 'request';
+    const details = validationDetails(fe.validation as AjvLikeError[], part);
+    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    return new ApiError('invalid_request', `Invalid ${part}: ${summary}`, details);
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'Request body is larger than 64 KiB');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type', 'Request body must be application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_request', 'Request body is empty; a JSON object is required');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the request body');
+  }
+  const status = fe.statusCode;
+  if (status !== undefined && status >= 400 && status < 500) {
+    // A client error the framework found that has no code of its own above (e.g. a bad encoding).
+    return new ApiError('invalid_request', 'The request could not be understood');
+  }
+  return new ApiError('internal_error', 'Internal server error');
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  if (error.headers) reply.headers(error.headers);
+  return reply.code(error.status).type('application/json').send(errorBody(error));
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const apiError = toApiError(error);
+    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendError(reply, apiError);
+  });
+}

@@ -1,0 +1,56 @@
+/** getPet: GET /v1/pets/{petId}, deprecated; 410 from its sunset moment on. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.js';
+import { INT64_MAX, isPositiveInt64 } from '../../domain/pet.js';
+import type { PetStore } from '../../storage/store.js';
+import { ApiError } from '../errors.js';
+import { COMMON_ERRORS, errors, json } from '../responses.js';
+import { PetIdParams } from '../schemas.js';
+
+export interface GetPetDeps {
+  pets: PetStore;
+  now: () => number;
+}
+
+export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now }) => {
+  app.get(
+    '/v1/pets/:petId',
+    {
+      schema: {
+        operationId: 'getPet',
+        summary: 'Get an animal (deprecated)',
+        description:
+          'Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /v1/pets` with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`.',
+        deprecated: true,
+        tags: ['pets'],
+        params: PetIdParams,
+        response: {
+          200: json(200, 'Pet', 'The pet.', { deprecated: true }),
+          ...errors([400, 404, 410, ...COMMON_ERRORS], { deprecated: true }),
+        },
+      },
+      // onSend runs for every response of this route, errors included.
+      onSend: async (_request, reply, payload) => {
+        reply.headers(GET_PET_DEPRECATION_HEADERS);
+        return payload;
+      },
+      onRequest: async () => {
+        if (isGetPetSunset(now())) {
+          throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 5 December 2030; use GET /v1/pets');
+        }
+      },
+    },
+    async (request) => {
+      // Validated as decimal text (see validation.ts), so the conversion is exact.
+      const id = BigInt(request.params.petId as unknown as string);
+      if (!isPositiveInt64(id)) {
+        throw new ApiError('invalid_request', `Invalid path: petId must be from 1 to ${INT64_MAX}`, [
+          { field: 'petId', problem: `must be from 1 to ${INT64_MAX}` },
+        ]);
+      }
+      const pet = await pets.getPet(id);
+      if (!pet) throw new ApiError('not_found', `No pet with id ${id}`);
+      return pet;
+    },
+  );
+};

@@ -1,0 +1,64 @@
+/** listPets: GET /v1/pets, keyset-paginated in ascending id order. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { CursorCodec } from '../../domain/cursor.js';
+import type { PetStore } from '../../storage/store.js';
+import { ApiError } from '../errors.js';
+import { COMMON_ERRORS, errors, json } from '../responses.js';
+import { ListPetsQuery } from '../schemas.js';
+
+export interface ListPetsDeps {
+  pets: PetStore;
+  cursors: CursorCodec;
+}
+
+export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors }) => {
+  app.get(
+    '/v1/pets',
+    {
+      schema: {
+        operationId: 'listPets',
+        summary: 'List animals',
+        description:
+          'Pets in ascending id order, optionally filtered by status. When more results exist the response carries `Link: <...>; rel="next"`, whose URL (same filters and limit, plus an opaque `cursor`) fetches the next page; the last page has no such link. Unknown query parameters are ignored.',
+        tags: ['pets'],
+        querystring: ListPetsQuery,
+        response: {
+          200: json(200, 'Pets', 'A page of pets.', {
+            headers: {
+              Link: {
+                type: 'string',
+                description: 'RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"`. Absent on the last page.',
+              },
+            },
+          }),
+          ...errors([400, ...COMMON_ERRORS]),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { limit = 20, status, cursor } = request.query;
+      let afterId: bigint | undefined;
+      if (cursor !== undefined) {
+        const position = cursors.decode(cursor);
+        if (!position || position.status !== status) {
+          throw new ApiError(
+            'invalid_request',
+            'Invalid cursor: it is malformed, was altered, or was made for another status filter',
+            [{ field: 'cursor', problem: 'is not a cursor this service issued for these filters' }],
+          );
+        }
+        afterId = position.afterId;
+      }
+      // One extra row tells whether a next page exists without a second query.
+      const page = await pets.listPets({ status, afterId, limit: limit + 1 });
+      if (page.length > limit) {
+        page.length = limit;
+        const next = new URLSearchParams({ limit: String(limit) });
+        if (status) next.set('status', status);
+        next.set('cursor', cursors.encode({ afterId: page[limit - 1]!.id, status }));
+        reply.header('Link', `</v1/pets?${next}>; rel="next"`);
+      }
+      return page;
+    },
+  );
+};

@@ -1,0 +1,44 @@
+/**
+ * Rate limiting contract. A subject (an API key id, or a client address for requests without a valid
+ * key) has one or more windows; a request is admitted only when every window has room, and only an
+ * admitted request is counted, so refused requests never consume quota.
+ *
+ * Windows are fixed and aligned to the Unix epoch: the minute window resets at every whole UTC minute
+ * and the day window at UTC midnight. Fixed windows make limits exact and cheap to count (one counter
+ * per window, atomic in Redis with one script), and their reset instants are the same for every
+ * instance, which is what X-RateLimit-Reset and Retry-After promise.
+ */
+
+export interface WindowLimit {
+  /** Name used in the RateLimit-Policy field, e.g. "minute". */
+  name: string;
+  limit: number;
+  windowMs: number;
+}
+
+export interface WindowState {
+  name: string;
+  limit: number;
+  windowMs: number;
+  /** Requests still admitted in this window after this decision. */
+  remaining: number;
+  /** Epoch milliseconds when the window resets. */
+  resetAtMs: number;
+}
+
+export interface LimitDecision {
+  allowed: boolean;
+  windows: WindowState[];
+}
+
+export interface RateLimiter {
+  consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  close(): Promise<void>;
+}
+
+export function windowStart(nowMs: number, windowMs: number): number {
+  return nowMs - (nowMs % windowMs);
+}
+
+export const MINUTE_MS = 60_000;
+export const DAY_MS = 86_400_000;

@@ -1,0 +1,57 @@
+/**
+ * The in-process limiter of the embedded default. JavaScript runs one callback at a time, so the
+ * check-then-count below is atomic without locks; exact for one instance.
+ */
+import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.js';
+
+interface Counter {
+  start: number;
+  end: number;
+  count: number;
+}
+
+export class MemoryRateLimiter implements RateLimiter {
+  /** Key: subject and window name. Stale counters are swept once a minute of traffic. */
+  readonly #counters = new Map<string, Counter>();
+  #nextSweepMs = 0;
+
+  async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return this.consumeNow(subject, limits, nowMs);
+  }
+
+  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
+    if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
+    const counters = limits.map((w) => {
+      const start = windowStart(nowMs, w.windowMs);
+      const id = `${subject}\u0000${w.name}`;
+      let counter = this.#counters.get(id);
+      if (!counter || counter.start !== start) {
+        counter = { start, end: start + w.windowMs, count: 0 };
+        this.#counters.set(id, counter);
+      }
+      return counter;
+    });
+    const allowed = limits.every((w, i) => counters[i]!.count < w.limit);
+    if (allowed) for (const c of counters) c.count++;
+    return {
+      allowed,
+      windows: limits.map((w, i) => ({
+        name: w.name,
+        limit: w.limit,
+        windowMs: w.windowMs,
+        remaining: Math.max(0, w.limit - counters[i]!.count),
+        resetAtMs: counters[i]!.start + w.windowMs,
+      })),
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#counters.clear();
+  }
+
+  #sweep(nowMs: number): void {
+    this.#nextSweepMs = nowMs + 60_000;
+    // A counter whose window has ended is worth nothing.
+    for (const [id, c] of this.#counters) if (c.end <= nowMs) this.#counters.delete(id);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Versioned schema migrations for SQLite. Each entry runs once, in order, inside a transaction,
+ * and is recorded in schema_migrations. Append new versions; never edit a released one.
+ */
+import type { Database } from 'better-sqlite3';
+
+const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'pets, api keys, bans and instance settings',
+    sql: `
+      CREATE TABLE pets (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT, -- AUTOINCREMENT: ids are never reused
+        name        TEXT    NOT NULL,
+        category_id INTEGER NOT NULL,
+        status      TEXT    NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+      );
+      CREATE INDEX pets_status_id ON pets (status, id);
+
+      CREATE TABLE api_keys (
+        id          TEXT    PRIMARY KEY,
+        hash        TEXT    NOT NULL UNIQUE,
+        prefix      TEXT    NOT NULL,
+        environment TEXT    NOT NULL,
+        plan        TEXT    NOT NULL,
+        per_minute  INTEGER NOT NULL,
+        per_day     INTEGER NOT NULL,
+        label       TEXT,
+        created_at  INTEGER NOT NULL,
+        revoked_at  INTEGER
+      );
+
+      -- Temporary bans of keys that keep sending after 429; shared by every instance through the database.
+      CREATE TABLE bans (
+        key_id       TEXT    PRIMARY KEY REFERENCES api_keys (id),
+        banned_until INTEGER NOT NULL,
+        created_at   INTEGER NOT NULL
+      );
+
+      CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO settings (name, value) VALUES ('cursor_secret', lower(hex(randomblob(32))));
+    `,
+  },
+];
+
+export function migrate(db: Database): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+  // IMMEDIATE takes the write lock first, so two processes starting together cannot both apply a version.
+  db.transaction(() => {
+    const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null };
+    for (const m of MIGRATIONS) {
+      if (m.version <= (row.v ?? 0)) continue;
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+        m.version,
+        m.name,
+        Date.now(),
+      );
+    }
+  }).immediate();
+}
+
+export const LATEST_SQLITE_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
