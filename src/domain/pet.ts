@@ -26,6 +26,13 @@ export function isPositiveInt64(value: bigint): boolean {
   return value >= 1n && value <= INT64_MAX;
 }
 
+/** A positive int64 written in decimal digits, exactly; undefined for anything else. */
+export function parsePositiveInt64(text: string): bigint | undefined {
+  if (!/^[0-9]{1,25}$/.test(text)) return undefined;
+  const value = BigInt(text);
+  return isPositiveInt64(value) ? value : undefined;
+}
+
 /**
  * Problems with a name that JSON Schema cannot express. A NUL or an unpaired surrogate could not be
  * stored exactly (PostgreSQL refuses NUL, UTF-8 has no unpaired surrogates), so they are refused

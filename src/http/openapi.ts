@@ -22,7 +22,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Pet adoption service', version: '1.0.0', description: DESCRIPTION },
+      info: {
+        title: 'Pet adoption service',
+        version: '1.0.0',
+        description: DESCRIPTION,
+        license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
+      },
       servers: [{ url: '/', description: 'The server that serves this document (production or staging, per PETSTORE_ENV).' }],
       tags: [{ name: 'pets', description: 'Animals available for adoption.' }],
       security: [{ bearerAuth: [] }],
@@ -49,10 +54,15 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   });
 }
 
+/** The document as served and as committed, byte for byte. */
+export function renderOpenApi(app: FastifyInstance): string {
+  return JSON.stringify(app.swagger(), null, 2) + '\n';
+}
+
 export function serveOpenApi(app: FastifyInstance): void {
   let document: string | undefined;
   app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async (_request, reply) => {
-    document ??= JSON.stringify(app.swagger(), null, 2) + '\n';
+    document ??= renderOpenApi(app);
     return reply.type('application/json; charset=utf-8').send(document);
   });
 }

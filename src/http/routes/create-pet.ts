@@ -1,5 +1,6 @@
 /** createPet: POST /v1/pets. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem } from '../../domain/pet.js';
 import type { PetStore } from '../../storage/store.js';
 import { ApiError } from '../errors.js';
@@ -20,7 +21,7 @@ export const createPet: FastifyPluginAsyncTypebox<{ pets: PetStore }> = async (a
         description:
           'Adds an animal and answers 201 with the created pet and its `Location`. A 201 means the pet is durably stored. The body must be `application/json`, at most 64 KiB.',
         tags: ['pets'],
-        body: NewPet,
+        body: Type.Ref(NewPet),
         response: {
           201: json(201, 'Pet', 'The created pet, with its assigned id.', {
             headers: { Location: { type: 'string', description: 'The created pet\'s URL, `/v1/pets/{id}`.' } },

@@ -1,7 +1,7 @@
 /** getPet: GET /v1/pets/{petId}, deprecated; 410 from its sunset moment on. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.js';
-import { INT64_MAX, isPositiveInt64 } from '../../domain/pet.js';
+import { INT64_MAX, parsePositiveInt64 } from '../../domain/pet.js';
 import type { PetStore } from '../../storage/store.js';
 import { ApiError } from '../errors.js';
 import { COMMON_ERRORS, errors, json } from '../responses.js';
@@ -41,11 +41,11 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
       },
     },
     async (request) => {
-      // Validated as decimal text (see validation.ts), so the conversion is exact.
-      const id = BigInt(request.params.petId as unknown as string);
-      if (!isPositiveInt64(id)) {
-        throw new ApiError('invalid_request', `Invalid path: petId must be from 1 to ${INT64_MAX}`, [
-          { field: 'petId', problem: `must be from 1 to ${INT64_MAX}` },
+      // int64 path parameters reach the handler as text (see validation.ts), so the conversion is exact.
+      const id = parsePositiveInt64(request.params.petId as unknown as string);
+      if (id === undefined) {
+        throw new ApiError('invalid_request', `Invalid path: petId must be an integer from 1 to ${INT64_MAX}`, [
+          { field: 'petId', problem: `must be an integer from 1 to ${INT64_MAX}` },
         ]);
       }
       const pet = await pets.getPet(id);

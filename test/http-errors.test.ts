@@ -1,0 +1,184 @@
+/**
+ * Every error a client can provoke: each gets the Error shape with the right status and code,
+ * leaves nothing stored, and none is ever a 5xx.
+ */
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+
+describe('client errors', () => {
+  let server: TestServer;
+  let key: string;
+  before(async () => {
+    server = await startTestServer();
+    key = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
+  });
+  after(() => server.close());
+
+  async function storedCount(): Promise<number> {
+    return (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
+  }
+
+  const BAD_BODIES: [string, string, string?][] = [
+    ['missing name', '{"categoryId":1}', 'name'],
+    ['missing categoryId', '{"name":"a"}', 'categoryId'],
+    ['empty object', '{}'],
+    ['empty name', '{"name":"","categoryId":1}', 'name'],
+    ['white-space name', '{"name":" \\t\\n ","categoryId":1}', 'name'],
+    ['no-break-space name', '{"name":"\\u00a0\\u2003","categoryId":1}', 'name'],
+    ['101-character name', JSON.stringify({ name: 'x'.repeat(101), categoryId: 1 }), 'name'],
+    ['NUL in name', '{"name":"a\\u0000b","categoryId":1}', 'name'],
+    ['unpaired surrogate in name', '{"name":"a\\ud800b","categoryId":1}', 'name'],
+    ['number name', '{"name":5,"categoryId":1}', 'name'],
+    ['null name', '{"name":null,"categoryId":1}', 'name'],
+    ['array name', '{"name":["a"],"categoryId":1}', 'name'],
+    ['string categoryId', '{"name":"a","categoryId":"1"}', 'categoryId'],
+    ['null categoryId', '{"name":"a","categoryId":null}', 'categoryId'],
+    ['fractional categoryId', '{"name":"a","categoryId":1.5}', 'categoryId'],
+    ['tiny fraction categoryId', '{"name":"a","categoryId":1.0000000000000000001}', 'categoryId'],
+    ['zero categoryId', '{"name":"a","categoryId":0}', 'categoryId'],
+    ['negative categoryId', '{"name":"a","categoryId":-1}', 'categoryId'],
+    ['categoryId of 2^63', '{"name":"a","categoryId":9223372036854775808}', 'categoryId'],
+    ['categoryId of 2^64', '{"name":"a","categoryId":18446744073709551616}', 'categoryId'],
+    ['huge exponent categoryId', '{"name":"a","categoryId":1e400}', 'categoryId'],
+    ['boolean categoryId', '{"name":"a","categoryId":true}', 'categoryId'],
+    ['unknown status', '{"name":"a","categoryId":1,"status":"adopted"}', 'status'],
+    ['null status', '{"name":"a","categoryId":1,"status":null}', 'status'],
+    ['status in capitals', '{"name":"a","categoryId":1,"status":"SOLD"}', 'status'],
+    ['client-chosen id', '{"id":7,"name":"a","categoryId":1}', 'id'],
+    ['unknown field', '{"name":"a","categoryId":1,"color":"red"}', 'color'],
+    ['__proto__ field', '{"name":"a","categoryId":1,"__proto__":{"x":1}}', '__proto__'],
+    ['array body', '[{"name":"a","categoryId":1}]'],
+    ['string body', '"hello"'],
+    ['number body', '42'],
+    ['null body', 'null'],
+    ['malformed JSON', '{"name":"a",'],
+    ['trailing comma', '{"name":"a","categoryId":1,}'],
+    ['single quotes', "{'name':'a','categoryId':1}"],
+    ['two documents', '{"name":"a","categoryId":1}{"name":"b","categoryId":2}'],
+    ['duplicate keys', '{"name":"a","categoryId":1,"categoryId":2}'],
+    ['NaN', '{"name":"a","categoryId":NaN}'],
+    ['empty body', ''],
+    ['deeply nested', '['.repeat(20000) + ']'.repeat(20000)],
+  ];
+
+  for (const [label, body, field] of BAD_BODIES) {
+    test(`createPet refuses ${label} with a 400 and stores nothing`, async () => {
+      const before = await storedCount();
+      const res = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'content-type': 'application/json' } });
+      const err = errorOf(res, 400, 'invalid_request');
+      if (field) assert.ok(err.details?.some((d: { field: string }) => d.field === field), JSON.stringify(err));
+      assert.equal(await storedCount(), before);
+    });
+  }
+
+  test('a body over 64 KiB is a 413', async () => {
+    const res = await call(server, 'POST', '/v1/pets', { key, body: JSON.stringify({ name: 'a', categoryId: 1, pad: 'x'.repeat(70_000) }) });
+    errorOf(res, 413, 'payload_too_large');
+  });
+
+  for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
+    test(`a ${type} body is a 415`, async () => {
+      const res = await call(server, 'POST', '/v1/pets', { key, body: 'name=a&categoryId=1', headers: { 'content-type': type } });
+      errorOf(res, 415, 'unsupported_media_type');
+    });
+  }
+
+  test('a body without a Content-Type is a 415', async () => {
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-length': '2' } }, (r) => {
+        let body = '';
+        r.on('data', (c) => (body += c));
+        r.on('end', () => resolve({ status: r.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.end('{}');
+    });
+    assert.equal(res.status, 415);
+    assert.equal(JSON.parse(res.body).code, 'unsupported_media_type');
+  });
+
+  test('application/json with a charset parameter is accepted', async () => {
+    const res = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: { name: 'charset', categoryId: 1 },
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
+    assert.equal(res.status, 201);
+  });
+
+  const BAD_QUERIES = [
+    'limit=0', 'limit=101', 'limit=-1', 'limit=abc', 'limit=1.5', 'limit=', 'limit=1&limit=2', 'limit=1e1',
+    'status=adopted', 'status=', 'status=SOLD', 'status=sold&status=pending',
+    'cursor=abc', 'cursor=', 'cursor=' + 'A'.repeat(300), 'cursor=%00', 'cursor=a&cursor=b',
+  ];
+  for (const query of BAD_QUERIES) {
+    test(`listPets refuses ?${query} with a 400`, async () => {
+      errorOf(await call(server, 'GET', `/v1/pets?${query}`, { key }), 400, 'invalid_request');
+    });
+  }
+
+  test('a cursor that was altered, or made for another status filter, is a 400', async () => {
+    for (let i = 0; i < 3; i++) await call(server, 'POST', '/v1/pets', { key, body: { name: `p${i}`, categoryId: 1 } });
+    const page = await call(server, 'GET', '/v1/pets?limit=1', { key });
+    const cursor = new URL(/<([^>]+)>/.exec(page.headers.get('link')!)![1]!, server.url).searchParams.get('cursor')!;
+    const flipped = cursor.slice(0, 3) + (cursor[3] === 'A' ? 'B' : 'A') + cursor.slice(4);
+    errorOf(await call(server, 'GET', `/v1/pets?limit=1&cursor=${flipped}`, { key }), 400, 'invalid_request');
+    errorOf(await call(server, 'GET', `/v1/pets?limit=1&cursor=${cursor}x`, { key }), 400, 'invalid_request');
+    errorOf(await call(server, 'GET', `/v1/pets?limit=1&status=sold&cursor=${cursor}`, { key }), 400, 'invalid_request');
+    assert.equal((await call(server, 'GET', `/v1/pets?limit=1&cursor=${cursor}`, { key })).status, 200);
+  });
+
+  for (const id of ['0', '-1', 'abc', '1.5', '1e3', '9223372036854775808', '99999999999999999999999999', '%20', '+1', '']) {
+    test(`getPet refuses the id ${id} with a 400`, async () => {
+      errorOf(await call(server, 'GET', `/v1/pets/${id}`, { key }), 400, 'invalid_request');
+    });
+  }
+
+  test('unknown paths, under /v1 or not, are a 404 with the Error shape', async () => {
+    for (const path of ['/v1/nope', '/v1', '/', '/v2/pets', '/v1/pets/1/owner']) {
+      errorOf(await call(server, 'GET', path, { key }), 404, 'not_found');
+    }
+  });
+
+  test('other methods on known paths are a 405 with Allow, before any body is read', async () => {
+    for (const [method, path, allow] of [
+      ['DELETE', '/v1/pets/1', 'GET, HEAD, OPTIONS'],
+      ['PUT', '/v1/pets/1', 'GET, HEAD, OPTIONS'],
+      ['PATCH', '/v1/pets/1', 'GET, HEAD, OPTIONS'],
+      ['POST', '/v1/pets/1', 'GET, HEAD, OPTIONS'],
+      ['DELETE', '/v1/pets', 'GET, HEAD, POST, OPTIONS'],
+      ['PUT', '/v1/pets', 'GET, HEAD, POST, OPTIONS'],
+      ['PATCH', '/v1/pets', 'GET, HEAD, POST, OPTIONS'],
+    ] as const) {
+      const res = await call(server, method, path, { key, body: 'not json', headers: { 'content-type': 'text/plain' } });
+      errorOf(res, 405, 'method_not_allowed');
+      assert.equal(res.headers.get('allow'), allow);
+    }
+  });
+
+  test('OPTIONS answers 204 with Allow', async () => {
+    const res = await call(server, 'OPTIONS', '/v1/pets');
+    assert.equal(res.status, 204);
+    assert.equal(res.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+  });
+});
+
+describe('server errors', () => {
+  test('a storage failure is a 500 internal_error that reveals nothing internal', async () => {
+    const server = await startTestServer();
+    try {
+      const key = await server.key();
+      await call(server, 'GET', '/v1/pets', { key }); // the key is now cached
+      await server.store.close(); // a real failure: the database connection is gone
+      const res = await call(server, 'GET', '/v1/pets', { key });
+      const err = errorOf(res, 500, 'internal_error');
+      assert.equal(err.message, 'Internal server error');
+      assert.doesNotMatch(res.text, /sqlite|database|stack|at /i);
+      assert.ok(res.headers.get('x-ratelimit-limit'));
+    } finally {
+      await server.app.close();
+    }
+  });
+});
