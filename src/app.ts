@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { Config } from './config.js';
 import { CursorCodec } from './domain/cursor.js';
 import { KeyAuthenticator } from './http/authenticate.js';
-import { ApiError, installErrorHandling, sendError } from './http/errors.js';
+import { answerClientError, answerFrameworkError, ApiError, installErrorHandling, sendError } from './http/errors.js';
 import { installGuard } from './http/guard.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { registerOpenApi, serveOpenApi } from './http/openapi.js';
@@ -54,6 +54,8 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: true,
     exposeHeadRoutes: true,
+    clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);

@@ -28,7 +28,7 @@ test('every pet acknowledged with 201 survives a kill -9, and the log never show
             headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
             body: JSON.stringify({ name: `w${w}-${i}`, categoryId: w * 1000 + i + 1 }),
           });
-          if (res.status === 201) acknowledged.push(await res.json());
+          if (res.status === 201) acknowledged.push((await res.json()) as (typeof acknowledged)[number]);
           // Stop the moment the 40th pet is acknowledged, with other requests in flight.
           if (acknowledged.length >= 40 && !stop) {
             stop = true;
@@ -48,7 +48,7 @@ test('every pet acknowledged with 201 survives a kill -9, and the log never show
     const again = await startServerProcess(env);
     try {
       const res = await fetch(`${again.url}/v1/pets?limit=100`, { headers: { authorization: `Bearer ${key}` } });
-      const stored: { id: number }[] = await res.json();
+      const stored = (await res.json()) as { id: number }[];
       const byId = new Map(stored.map((p) => [p.id, p]));
       for (const pet of acknowledged) assert.deepEqual(byId.get(pet.id), pet);
       // Anything else stored was in flight when the server died; at most one per worker.

@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
 
@@ -162,6 +163,52 @@ describe('client errors', () => {
     const res = await call(server, 'OPTIONS', '/v1/pets');
     assert.equal(res.status, 204);
     assert.equal(res.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+  });
+});
+
+/** Sends raw bytes and returns the status line and body of the answer. */
+async function raw(server: TestServer, bytes: string): Promise<{ status: number; body: any }> {
+  const { port } = new URL(server.url);
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write(bytes));
+    let data = '';
+    socket.on('data', (c) => (data += c));
+    socket.on('end', () => resolve(data));
+    socket.on('error', reject);
+    socket.setTimeout(3000, () => socket.end());
+  });
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
+  return { status, body: JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) };
+}
+
+describe('malformed HTTP', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer();
+  });
+  after(() => server.close());
+
+  const CASES: [string, string, number, string][] = [
+    ['invalid percent-encoding in the path', 'GET /v1/pets/%ZZ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 400, 'invalid_request'],
+    ['a garbage request line', 'GARBAGE\r\n\r\n', 400, 'invalid_request'],
+    ['a control character in a header', 'GET /v1/pets HTTP/1.1\r\nHost: x\r\nX-Bad: a\u0001b\r\n\r\n', 400, 'invalid_request'],
+    ['a non-numeric Content-Length', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}', 400, 'invalid_request'],
+    ['TRACE on a known path', 'TRACE /v1/pets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 405, 'method_not_allowed'],
+    ['an unknown method', 'FOO /v1/pets HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'invalid_request'],
+    ['headers over the size limit', `GET /v1/pets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'request_header_fields_too_large'],
+  ];
+  for (const [label, bytes, status, code] of CASES) {
+    test(`${label} gets ${status} with the Error shape`, async () => {
+      const res = await raw(server, bytes);
+      assert.equal(res.status, status);
+      assert.deepEqual([res.body.code, res.body.status], [code, status]);
+    });
+  }
+
+  test('a compressed request body is a 415', async () => {
+    const key = await server.key();
+    const res = await call(server, 'POST', '/v1/pets', { key, body: '{}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    errorOf(res, 415, 'unsupported_media_type');
   });
 });
 

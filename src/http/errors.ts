@@ -2,6 +2,8 @@
  * The one error type of the HTTP layer and the one mapping of every failure, the framework's
  * included, to the spec's Error body {code, message, status}.
  */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 export const ERROR_CODES = {
@@ -9,9 +11,11 @@ export const ERROR_CODES = {
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  request_header_fields_too_large: 431,
   rate_limited: 429,
   key_banned: 429,
   internal_error: 500,
@@ -106,4 +110,34 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendError(reply, apiError);
   });
+}
+
+/**
+ * Errors Node's HTTP parser finds before there is a request (oversized headers, a malformed request
+ * line, a timed-out request): answered on the raw socket, still in the Error shape, then closed.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const apiError =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? new ApiError('request_header_fields_too_large', 'Request headers are larger than the server accepts')
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new ApiError('request_timeout', 'The request was not received in time')
+        : new ApiError('invalid_request', 'Malformed HTTP request');
+  const body = JSON.stringify(errorBody(apiError));
+  socket.end(
+    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Connection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
+export function answerFrameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const apiError =
+    error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
+  void sendError(reply, apiError);
 }

@@ -71,6 +71,11 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.decorateRequest('exactIntegers', undefined);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+      done(new ApiError('unsupported_media_type', `Content-Encoding ${encoding} is not supported; send the body uncompressed`), undefined);
+      return;
+    }
     try {
       done(null, parseJsonBody(request, body as string));
     } catch (err) {

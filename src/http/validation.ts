@@ -38,7 +38,8 @@ export function installValidation(app: FastifyInstance): void {
   const textAjv = makeAjv({ coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => {
     if (httpPart === 'body') return bodyAjv.compile(schema);
-    return decimalIntegersOnly(schema as JsonSchema, textAjv.compile(int64AsText(schema as JsonSchema)));
+    const textSchema = int64AsText(schema as JsonSchema);
+    return decimalIntegersOnly(textSchema, textAjv.compile(textSchema));
   });
 }
 

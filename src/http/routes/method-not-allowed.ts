@@ -13,7 +13,7 @@ const PATHS: Record<string, string> = {
   '/v1/openapi.json': 'GET, HEAD, OPTIONS',
 };
 
-const METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+const METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'TRACE', 'OPTIONS'];
 
 export async function methodNotAllowed(app: FastifyInstance): Promise<void> {
   for (const [url, allow] of Object.entries(PATHS)) {
