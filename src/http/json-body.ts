@@ -26,8 +26,10 @@ export function exactInteger(literal: string): bigint | undefined {
   let digits = m[2]! + fraction;
   const exponent = Number(m[4] ?? '0') - fraction.length;
   if (exponent > 0) {
+    const significant = digits.replace(/^0+/, '');
+    if (significant === '') return 0n;
     // Anything this large is far outside int64 already; avoid building a huge string.
-    if (digits.replace(/^0+/, '').length + exponent > 40) return BigInt(m[1] + '1' + '0'.repeat(40));
+    if (significant.length + exponent > 40) return BigInt(m[1] + '1' + '0'.repeat(40));
     digits += '0'.repeat(exponent);
   } else if (exponent < 0) {
     const dropped = digits.slice(exponent);

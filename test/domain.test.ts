@@ -1,0 +1,315 @@
+/** The pure domain rules: cursors, API keys, exact JSON integers and pet field checks. No I/O. */
+import assert from 'node:assert/strict';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.js';
+import { CursorCodec, type CursorPosition } from '../src/domain/cursor.js';
+import { INT64_MAX, isPositiveInt64, nameProblem, PET_STATUSES } from '../src/domain/pet.js';
+import { exactInteger } from '../src/http/json-body.js';
+
+const SECRET = 'a'.repeat(64);
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+describe('CursorCodec', () => {
+  const codec = new CursorCodec(SECRET);
+
+  test('a cursor without a status decodes to the position it was made from', () => {
+    const position: CursorPosition = { afterId: 42n, status: undefined };
+    const cursor = codec.encode(position);
+    assert.match(cursor, BASE64URL);
+    assert.deepEqual(codec.decode(cursor), position);
+  });
+
+  for (const status of PET_STATUSES) {
+    test(`a cursor with status ${status} decodes to the position it was made from`, () => {
+      const position: CursorPosition = { afterId: 7n, status };
+      assert.deepEqual(codec.decode(codec.encode(position)), position);
+    });
+  }
+
+  test('the extremes of the id range round-trip exactly', () => {
+    for (const afterId of [1n, 9007199254740993n, INT64_MAX]) {
+      for (const status of [undefined, 'sold'] as const) {
+        assert.deepEqual(codec.decode(codec.encode({ afterId, status })), { afterId, status });
+      }
+    }
+  });
+
+  test('a cursor is accepted by another codec with the same secret (another instance)', () => {
+    const cursor = codec.encode({ afterId: 5n, status: 'pending' });
+    assert.deepEqual(new CursorCodec(SECRET).decode(cursor), { afterId: 5n, status: 'pending' });
+  });
+
+  test('cursors for different positions or filters differ', () => {
+    const cursors = new Set([
+      codec.encode({ afterId: 1n, status: undefined }),
+      codec.encode({ afterId: 2n, status: undefined }),
+      codec.encode({ afterId: 1n, status: 'available' }),
+      codec.encode({ afterId: 1n, status: 'sold' }),
+    ]);
+    assert.equal(cursors.size, 4);
+  });
+
+  test('decode rejects a cursor with any one character changed', () => {
+    for (const position of [
+      { afterId: 123456789n, status: undefined },
+      { afterId: 3n, status: 'available' as const },
+    ]) {
+      const cursor = codec.encode(position);
+      for (let i = 0; i < cursor.length; i++) {
+        const at = ALPHABET.indexOf(cursor[i]!);
+        // Two different substitutes per position: the neighbour and the character half the alphabet away.
+        for (const shift of [1, 32]) {
+          const flipped = cursor.slice(0, i) + ALPHABET[(at + shift) % 64]! + cursor.slice(i + 1);
+          assert.equal(codec.decode(flipped), undefined, `changed position ${i} of ${cursor} to ${flipped}`);
+        }
+      }
+    }
+  });
+
+  test('decode rejects a cursor made with a different secret', () => {
+    const other = new CursorCodec('b'.repeat(64));
+    const cursor = other.encode({ afterId: 10n, status: undefined });
+    assert.equal(codec.decode(cursor), undefined);
+    assert.equal(codec.decode(other.encode({ afterId: 10n, status: 'sold' })), undefined);
+  });
+
+  test('decode rejects random base64url strings', () => {
+    for (let n = 0; n < 200; n++) {
+      const random = randomBytes(1 + (n % 40)).toString('base64url');
+      assert.equal(codec.decode(random), undefined, random);
+    }
+  });
+
+  test('decode rejects the empty string', () => {
+    assert.equal(codec.decode(''), undefined);
+  });
+
+  test('decode rejects very long strings', () => {
+    assert.equal(codec.decode('A'.repeat(10_000)), undefined);
+    assert.equal(codec.decode(randomBytes(3_000).toString('base64url')), undefined);
+    // A valid cursor padded out with base64url characters is no longer valid.
+    const cursor = codec.encode({ afterId: 1n, status: undefined });
+    assert.equal(codec.decode(cursor + 'A'.repeat(1_000)), undefined);
+    assert.equal(codec.decode(cursor + 'AAAA'), undefined);
+  });
+
+  test('decode rejects characters outside base64url', () => {
+    const cursor = codec.encode({ afterId: 99n, status: 'pending' });
+    const variants = [
+      cursor + '=',
+      cursor + '==',
+      cursor.replaceAll('-', '+').replaceAll('_', '/') + (cursor.includes('-') || cursor.includes('_') ? '' : '+'),
+      ' ' + cursor,
+      cursor + '\n',
+      cursor.slice(0, 4) + '.' + cursor.slice(5),
+      cursor.slice(0, 4) + 'é' + cursor.slice(5),
+      cursor.slice(0, 4) + '%2B' + cursor.slice(5),
+      '!!!!',
+      '\u0000',
+    ];
+    for (const v of variants) assert.equal(codec.decode(v), undefined, JSON.stringify(v));
+  });
+
+  test('decode rejects a non-canonical spelling of a valid cursor', () => {
+    // Base64 leaves some low bits of the last character unused; a different spelling of the same
+    // bytes is not a cursor the service issued.
+    for (let afterId = 1n; afterId < 40n; afterId++) {
+      const cursor = codec.encode({ afterId, status: undefined });
+      const raw = Buffer.from(cursor, 'base64url');
+      for (const c of ALPHABET) {
+        const variant = cursor.slice(0, -1) + c;
+        if (variant === cursor) continue;
+        if (Buffer.from(variant, 'base64url').equals(raw)) assert.equal(codec.decode(variant), undefined, variant);
+      }
+    }
+  });
+
+  test('decode rejects correctly signed payloads that the encoder never produces', () => {
+    // Signed the way the codec signs (HMAC-SHA256 truncated to 12 bytes), so only the payload check can refuse them.
+    const sign = (payload: string) => {
+      const p = Buffer.from(payload, 'utf8');
+      const mac = createHmac('sha256', Buffer.from(SECRET, 'utf8')).update(p).digest().subarray(0, 12);
+      return Buffer.concat([p, mac]).toString('base64url');
+    };
+    assert.deepEqual(codec.decode(sign('5:sold')), { afterId: 5n, status: 'sold' }, 'the signing helper matches the codec');
+    for (const payload of ['0:', '05:', '-1:', '1', ':', '1:unknown', '1:sold:', 'x:', '12345678901234567890:', '1:Sold', '']) {
+      assert.equal(codec.decode(sign(payload)), undefined, JSON.stringify(payload));
+    }
+  });
+});
+
+describe('issueKey', () => {
+  test('production keys start with pet_live_ and staging keys with pet_test_', () => {
+    assert.ok(issueKey('production').key.startsWith('pet_live_'));
+    assert.ok(issueKey('staging').key.startsWith('pet_test_'));
+  });
+
+  test('the secret part is base64url with at least 128 bits (22 characters) of randomness', () => {
+    for (const environment of ['production', 'staging'] as const) {
+      const { key } = issueKey(environment);
+      const secret = key.slice('pet_live_'.length);
+      assert.match(secret, BASE64URL);
+      assert.ok(secret.length >= 22, `secret part has ${secret.length} characters`);
+      assert.ok(Buffer.from(secret, 'base64url').length >= 16);
+    }
+  });
+
+  test('1000 issued keys, ids and hashes are all distinct', () => {
+    const keys = new Set<string>();
+    const ids = new Set<string>();
+    const hashes = new Set<string>();
+    for (let i = 0; i < 1000; i++) {
+      const issued = issueKey(i % 2 ? 'production' : 'staging');
+      keys.add(issued.key);
+      ids.add(issued.id);
+      hashes.add(issued.hash);
+    }
+    assert.equal(keys.size, 1000);
+    assert.equal(ids.size, 1000);
+    assert.equal(hashes.size, 1000);
+  });
+
+  test('the issued hash is the hash of the key, and the prefix is the key start with a few secret characters', () => {
+    const issued = issueKey('production');
+    assert.equal(issued.hash, hashKey(issued.key));
+    assert.ok(issued.key.startsWith(issued.prefix));
+    assert.ok(issued.prefix.length > 'pet_live_'.length, 'the prefix shows part of the secret');
+    assert.ok(issued.prefix.length < 'pet_live_'.length + 22, 'the prefix does not show most of the secret');
+  });
+
+  test('the public id does not reveal the key', () => {
+    const issued = issueKey('staging');
+    assert.match(issued.id, /^key_[0-9a-f]{16}$/);
+    assert.ok(!issued.key.includes(issued.id.slice(4)));
+  });
+});
+
+describe('hashKey', () => {
+  test('is SHA-256 in lower-case hex', () => {
+    assert.equal(hashKey('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    const { key } = issueKey('production');
+    assert.equal(hashKey(key), createHash('sha256').update(key).digest('hex'));
+    assert.match(hashKey(key), /^[0-9a-f]{64}$/);
+  });
+
+  test('differs from the key and is deterministic', () => {
+    const { key } = issueKey('production');
+    assert.notEqual(hashKey(key), key);
+    assert.ok(!hashKey(key).includes(key.slice(9)));
+    assert.equal(hashKey(key), hashKey(key));
+    assert.notEqual(hashKey(key), hashKey(key + 'x'));
+  });
+});
+
+describe('environmentOfKey', () => {
+  test('names the environment of an issued key', () => {
+    assert.equal(environmentOfKey(issueKey('production').key), 'production');
+    assert.equal(environmentOfKey(issueKey('staging').key), 'staging');
+  });
+
+  test('reads only the prefix', () => {
+    assert.equal(environmentOfKey('pet_live_'), 'production');
+    assert.equal(environmentOfKey('pet_test_anything'), 'staging');
+  });
+
+  test('is undefined for keys without a known prefix', () => {
+    for (const key of ['', 'pet_', 'pet_live', 'PET_LIVE_abc', 'xpet_live_abc', ' pet_live_abc', 'pet_prod_abc', 'sk_live_abc']) {
+      assert.equal(environmentOfKey(key), undefined, JSON.stringify(key));
+    }
+  });
+});
+
+describe('exactInteger', () => {
+  const cases: [string, bigint | undefined][] = [
+    ['1', 1n],
+    ['0', 0n],
+    ['-0', 0n],
+    ['-5', -5n],
+    ['1.0', 1n],
+    ['1.000', 1n],
+    ['1e3', 1000n],
+    ['1E3', 1000n],
+    ['1e+3', 1000n],
+    ['1e0', 1n],
+    ['1.5e1', 15n],
+    ['100e-2', 1n],
+    ['12.50e1', 125n],
+    ['1.5', undefined],
+    ['15e-1', undefined],
+    ['0.1', undefined],
+    ['-2.5', undefined],
+    ['1.000000000000000000001', undefined],
+    ['1e-400', undefined],
+    ['9223372036854775807', 9223372036854775807n],
+    ['9223372036854775808', 9223372036854775808n],
+    ['9007199254740993', 9007199254740993n],
+    ['9223372036854775807.0', 9223372036854775807n],
+    ['922337203685477580.7e1', 9223372036854775807n],
+    ['-9223372036854775808', -9223372036854775808n],
+  ];
+  for (const [literal, expected] of cases) {
+    test(`${literal} is ${expected === undefined ? 'not an integer' : `exactly ${expected}`}`, () => {
+      assert.equal(exactInteger(literal), expected);
+    });
+  }
+
+  test('1e400 is larger than any int64, without building a 400-digit number', () => {
+    const value = exactInteger('1e400');
+    assert.ok(value !== undefined && value > 2n ** 63n);
+    const huge = exactInteger('1e999999999');
+    assert.ok(huge !== undefined && huge > 2n ** 63n);
+    const negative = exactInteger('-1e400');
+    assert.ok(negative !== undefined && negative < -(2n ** 63n));
+  });
+
+  test('values just past int64 stay past int64', () => {
+    for (const literal of ['9.3e18', '92233720368547758080e-1', '1e19', '18446744073709551616']) {
+      const value = exactInteger(literal);
+      assert.ok(value !== undefined && value > INT64_MAX, literal);
+    }
+  });
+
+  test('text that is not a JSON number is undefined', () => {
+    for (const literal of ['', 'abc', '1e', '.5', '5.', '+1', '1_000', '0x10', ' 1', '1 ', 'Infinity', 'NaN', '--1']) {
+      assert.equal(exactInteger(literal), undefined, JSON.stringify(literal));
+    }
+  });
+
+  test('zero with a large exponent is zero', () => {
+    assert.equal(exactInteger('0e41'), 0n);
+    assert.equal(exactInteger('0.0e400'), 0n);
+  });
+});
+
+describe('nameProblem', () => {
+  test('ordinary names, including astral characters in proper pairs, have no problem', () => {
+    for (const name of ['Rex', 'Mía', '小狗', 'Dog 🐕', '\uD83D\uDE00', 'a b\tc', 'x'.repeat(100)]) {
+      assert.equal(nameProblem(name), undefined, JSON.stringify(name));
+    }
+  });
+
+  test('an unpaired surrogate is a problem', () => {
+    for (const name of ['\uD800', '\uDFFF', 'ab\uD83D', '\uDE00ab', 'a\uD83Db', '\uDE00\uD83D']) {
+      assert.match(nameProblem(name) ?? '', /surrogate/, JSON.stringify(name));
+    }
+  });
+
+  test('a NUL character is a problem', () => {
+    for (const name of ['\u0000', 'Rex\u0000', '\u0000Rex', 'R\u0000ex']) {
+      assert.match(nameProblem(name) ?? '', /NUL/, JSON.stringify(name));
+    }
+  });
+});
+
+describe('isPositiveInt64', () => {
+  test('accepts 1 through 9223372036854775807', () => {
+    for (const v of [1n, 2n, 9007199254740993n, INT64_MAX - 1n, INT64_MAX]) assert.equal(isPositiveInt64(v), true, String(v));
+    assert.equal(INT64_MAX, 2n ** 63n - 1n);
+  });
+
+  test('rejects zero, negatives and anything above int64', () => {
+    for (const v of [0n, -1n, -(2n ** 63n), INT64_MAX + 1n, 2n ** 64n, 10n ** 40n]) assert.equal(isPositiveInt64(v), false, String(v));
+  });
+});

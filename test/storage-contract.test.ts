@@ -1,0 +1,570 @@
+/**
+ * The storage contract: every engine that implements Store must pass the same cases. Each engine in
+ * ENGINES below gives a way to open a fresh, empty database; `storageContract` runs every case
+ * against it. To add PostgreSQL later, append an entry whose `open` creates a fresh schema (or
+ * database), whose `reopen` closes the store and opens a new one on the same schema, and whose
+ * `migrationRows` reads schema_migrations through a separate client; engine-only checks (WAL mode
+ * for SQLite) go in its `extra` function.
+ */
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Environment } from '../src/domain/api-key.js';
+import type { NewPet, Pet } from '../src/domain/pet.js';
+import type { Plan } from '../src/domain/plans.js';
+import { LATEST_SQLITE_VERSION } from '../src/storage/sqlite/migrations.js';
+import { openSqliteStore } from '../src/storage/sqlite/store.js';
+import type { NewApiKey, Store } from '../src/storage/store.js';
+import { tempDir } from './helpers.js';
+
+export interface MigrationRow {
+  version: number;
+  name: string;
+  appliedAt: number;
+}
+
+/** One open database for one test. */
+export interface Harness {
+  store: Store;
+  /**
+   * Closes the current store and opens a new one on the same database, as a restarted process
+   * would. The returned store becomes `store`; the earlier one must not be used again.
+   */
+  reopen(): Promise<Store>;
+  /** The rows of schema_migrations, read through a connection of its own, not through the Store. */
+  migrationRows(): Promise<MigrationRow[]>;
+  /** Closes the current store (if still open) and removes the database. */
+  cleanup(): Promise<void>;
+}
+
+export interface Engine {
+  name: Store['engine'];
+  open: () => Promise<Harness>;
+  /** Checks that only make sense for this engine. */
+  extra?: (open: () => Promise<Harness>) => void;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Engines
+
+function sqliteHarness(): Promise<Harness> {
+  const dir = tempDir();
+  const path = join(dir, 'petstore.db');
+  const openStore = () => openSqliteStore({ path, synchronous: 'normal' });
+  let current = openStore();
+  let closed = false;
+  const harness: Harness = {
+    get store() {
+      return current;
+    },
+    async reopen() {
+      if (!closed) await current.close();
+      current = openStore();
+      closed = false;
+      return current;
+    },
+    async migrationRows() {
+      const db = new BetterSqlite3(path, { readonly: true });
+      try {
+        const rows = db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all() as {
+          version: number;
+          name: string;
+          applied_at: number;
+        }[];
+        return rows.map((r) => ({ version: r.version, name: r.name, appliedAt: r.applied_at }));
+      } finally {
+        db.close();
+      }
+    },
+    async cleanup() {
+      if (!closed) await current.close();
+      closed = true;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return Promise.resolve(harness);
+}
+
+function sqliteExtra(): void {
+  describe('sqlite only', () => {
+    const withFile = async (fn: (path: string) => Promise<void>) => {
+      const dir = tempDir();
+      try {
+        await fn(join(dir, 'petstore.db'));
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+
+    test('the database file is in WAL mode, as seen by another connection', async () => {
+      await withFile(async (path) => {
+        const store = openSqliteStore({ path, synchronous: 'normal' });
+        try {
+          const raw = new BetterSqlite3(path);
+          try {
+            assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal');
+          } finally {
+            raw.close();
+          }
+        } finally {
+          await store.close();
+        }
+      });
+    });
+
+    test('a pet id is not reused after the highest row is deleted behind the store (AUTOINCREMENT)', async () => {
+      await withFile(async (path) => {
+        let store = openSqliteStore({ path, synchronous: 'normal' });
+        try {
+          for (let i = 0; i < 3; i++) await store.createPet(newPet(`p${i}`));
+          const raw = new BetterSqlite3(path);
+          try {
+            assert.equal(raw.prepare('DELETE FROM pets WHERE id = 3').run().changes, 1);
+          } finally {
+            raw.close();
+          }
+          assert.equal((await store.createPet(newPet('after delete'))).id, 4n);
+          await store.close();
+
+          store = openSqliteStore({ path, synchronous: 'normal' });
+          const raw2 = new BetterSqlite3(path);
+          try {
+            raw2.prepare('DELETE FROM pets WHERE id = 4').run();
+          } finally {
+            raw2.close();
+          }
+          assert.equal((await store.createPet(newPet('after reopen'))).id, 5n);
+        } finally {
+          await store.close();
+        }
+      });
+    });
+
+    test('synchronous=full opens and stores like normal', async () => {
+      await withFile(async (path) => {
+        const store = openSqliteStore({ path, synchronous: 'full' });
+        try {
+          const pet = await store.createPet(newPet('full'));
+          assert.deepEqual(await store.getPet(pet.id), pet);
+        } finally {
+          await store.close();
+        }
+      });
+    });
+  });
+}
+
+/** Every engine the contract runs against. */
+const ENGINES: Engine[] = [
+  { name: 'sqlite', open: sqliteHarness, extra: sqliteExtra },
+  // { name: 'postgres', open: postgresHarness, extra: postgresExtra }  (skip when no DATABASE_URL)
+];
+
+// ---------------------------------------------------------------------------------------------------
+// Fixtures
+
+function newPet(name: string, overrides: Partial<NewPet> = {}): NewPet {
+  return { name, categoryId: 1n, status: 'available', ...overrides };
+}
+
+let keySeq = 0;
+function newKey(overrides: Partial<NewApiKey> = {}): NewApiKey {
+  keySeq++;
+  const n = String(keySeq).padStart(4, '0');
+  return {
+    id: `key_${n}`,
+    hash: n.repeat(16),
+    prefix: `pet_live_${n}`,
+    environment: 'production' as Environment,
+    plan: 'free' as Plan,
+    perMinute: 60,
+    perDay: 1000,
+    label: null,
+    ...overrides,
+  };
+}
+
+const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+// ---------------------------------------------------------------------------------------------------
+// The contract
+
+export function storageContract(name: string, open: () => Promise<Harness>): void {
+  describe(`storage contract: ${name}`, () => {
+    /** Runs a case on a fresh database and always cleans up. */
+    const withStore = async (fn: (h: Harness) => Promise<void>) => {
+      const h = await open();
+      try {
+        await fn(h);
+      } finally {
+        await h.cleanup();
+      }
+    };
+
+    test('reports its engine name', () =>
+      withStore(async ({ store }) => {
+        assert.equal(store.engine, name);
+      }));
+
+    describe('pets', () => {
+      test('createPet returns ids increasing from 1 with exactly the given fields', () =>
+        withStore(async ({ store }) => {
+          const a = await store.createPet({ name: 'Rex', categoryId: 7n, status: 'available' });
+          const b = await store.createPet({ name: 'Mía 🐈 “quoted”', categoryId: 1n, status: 'pending' });
+          const c = await store.createPet({ name: 'x', categoryId: 2n, status: 'sold' });
+          assert.deepEqual(a, { id: 1n, name: 'Rex', categoryId: 7n, status: 'available' } satisfies Pet);
+          assert.deepEqual(b, { id: 2n, name: 'Mía 🐈 “quoted”', categoryId: 1n, status: 'pending' } satisfies Pet);
+          assert.deepEqual(c, { id: 3n, name: 'x', categoryId: 2n, status: 'sold' } satisfies Pet);
+          assert.equal(typeof a.id, 'bigint');
+          assert.equal(typeof a.categoryId, 'bigint');
+        }));
+
+      test('getPet returns what createPet returned', () =>
+        withStore(async ({ store }) => {
+          const created = await store.createPet(newPet('Fido', { categoryId: 42n, status: 'sold' }));
+          assert.deepEqual(await store.getPet(created.id), created);
+        }));
+
+      for (const categoryId of [9223372036854775807n, 9007199254740993n]) {
+        test(`categoryId ${categoryId} round-trips exactly through createPet, getPet and listPets`, () =>
+          withStore(async ({ store }) => {
+            const created = await store.createPet(newPet('big', { categoryId }));
+            assert.equal(created.categoryId, categoryId);
+            const fetched = await store.getPet(created.id);
+            assert.equal(fetched?.categoryId, categoryId);
+            const listed = await store.listPets({ status: undefined, afterId: undefined, limit: 10 });
+            assert.equal(listed.length, 1);
+            assert.equal(listed[0]?.categoryId, categoryId);
+          }));
+      }
+
+      test('getPet of an id that does not exist is undefined', () =>
+        withStore(async ({ store }) => {
+          assert.equal(await store.getPet(1n), undefined);
+          await store.createPet(newPet('only'));
+          assert.equal(await store.getPet(2n), undefined);
+          assert.equal(await store.getPet(9223372036854775807n), undefined);
+        }));
+
+      test('listPets of an empty store is empty', () =>
+        withStore(async ({ store }) => {
+          assert.deepEqual(await store.listPets({ status: undefined, afterId: undefined, limit: 10 }), []);
+          assert.deepEqual(await store.listPets({ status: 'sold', afterId: 5n, limit: 10 }), []);
+        }));
+
+      describe('listPets', () => {
+        // Ids 1..9, statuses cycling available, pending, sold.
+        const statuses = ['available', 'pending', 'sold'] as const;
+        const seed = async (store: Store) => {
+          const pets: Pet[] = [];
+          for (let i = 0; i < 9; i++) pets.push(await store.createPet(newPet(`pet${i + 1}`, { status: statuses[i % 3]! })));
+          return pets;
+        };
+        const ids = (pets: Pet[]) => pets.map((p) => p.id);
+
+        test('orders by ascending id and returns the stored pets', () =>
+          withStore(async ({ store }) => {
+            const pets = await seed(store);
+            const listed = await store.listPets({ status: undefined, afterId: undefined, limit: 100 });
+            assert.deepEqual(listed, pets);
+            assert.deepEqual(ids(listed), [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n]);
+          }));
+
+        test('honours limit', () =>
+          withStore(async ({ store }) => {
+            await seed(store);
+            assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: undefined, limit: 4 })), [1n, 2n, 3n, 4n]);
+            assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: undefined, limit: 1 })), [1n]);
+            assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 9 })).length, 9);
+          }));
+
+        test('afterId returns only ids strictly greater', () =>
+          withStore(async ({ store }) => {
+            await seed(store);
+            assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: 4n, limit: 3 })), [5n, 6n, 7n]);
+            assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: 8n, limit: 10 })), [9n]);
+            assert.deepEqual(await store.listPets({ status: undefined, afterId: 9n, limit: 10 }), []);
+            assert.deepEqual(await store.listPets({ status: undefined, afterId: 9223372036854775807n, limit: 10 }), []);
+          }));
+
+        test('paging with afterId = last id of the previous page visits every pet once', () =>
+          withStore(async ({ store }) => {
+            const pets = await seed(store);
+            const seen: bigint[] = [];
+            let afterId: bigint | undefined;
+            for (;;) {
+              const page = await store.listPets({ status: undefined, afterId, limit: 2 });
+              if (page.length === 0) break;
+              seen.push(...ids(page));
+              afterId = page.at(-1)!.id;
+            }
+            assert.deepEqual(seen, ids(pets));
+          }));
+
+        test('status filter returns only pets with that status', () =>
+          withStore(async ({ store }) => {
+            await seed(store);
+            const pending = await store.listPets({ status: 'pending', afterId: undefined, limit: 100 });
+            assert.deepEqual(ids(pending), [2n, 5n, 8n]);
+            assert.ok(pending.every((p) => p.status === 'pending'));
+            assert.deepEqual(ids(await store.listPets({ status: 'sold', afterId: undefined, limit: 100 })), [3n, 6n, 9n]);
+            assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: undefined, limit: 100 })), [1n, 4n, 7n]);
+          }));
+
+        test('status filter, afterId and limit together', () =>
+          withStore(async ({ store }) => {
+            await seed(store);
+            assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: 1n, limit: 1 })), [4n]);
+            assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: 1n, limit: 10 })), [4n, 7n]);
+            assert.deepEqual(ids(await store.listPets({ status: 'sold', afterId: 3n, limit: 10 })), [6n, 9n]);
+            assert.deepEqual(ids(await store.listPets({ status: 'sold', afterId: 5n, limit: 1 })), [6n]);
+            assert.deepEqual(await store.listPets({ status: 'pending', afterId: 8n, limit: 10 }), []);
+          }));
+      });
+    });
+
+    describe('durability and restarts', () => {
+      test('ids keep increasing across a close and reopen and are never reused', () =>
+        withStore(async (h) => {
+          for (let i = 0; i < 3; i++) await h.store.createPet(newPet(`before${i}`));
+          const store = await h.reopen();
+          const next = await store.createPet(newPet('after'));
+          assert.equal(next.id, 4n);
+          const again = await (await h.reopen()).createPet(newPet('after again'));
+          assert.equal(again.id, 5n);
+        }));
+
+      test('pets, keys and bans survive a close and reopen of the same database', () =>
+        withStore(async (h) => {
+          const pets = [
+            await h.store.createPet(newPet('a', { categoryId: 9223372036854775807n, status: 'sold' })),
+            await h.store.createPet(newPet('b', { status: 'pending' })),
+          ];
+          const key = await h.store.createKey(newKey({ label: 'survivor' }));
+          const until = Date.now() + 60_000;
+          await h.store.banKey(key.id, until);
+
+          const store = await h.reopen();
+          assert.deepEqual(await store.listPets({ status: undefined, afterId: undefined, limit: 10 }), pets);
+          assert.deepEqual(await store.getPet(pets[0]!.id), pets[0]);
+          assert.deepEqual(await store.listKeys(), [key]);
+          assert.equal(await store.banEndOf(key.id, Date.now()), until);
+        }));
+
+      test('migrations are idempotent: reopening applies nothing a second time', () =>
+        withStore(async (h) => {
+          const first = await h.migrationRows();
+          assert.deepEqual(
+            first.map((r) => r.version),
+            Array.from({ length: first.length }, (_, i) => i + 1),
+            'versions 1..n, each once',
+          );
+          assert.ok(first.length >= 1);
+          if (name === 'sqlite') assert.equal(first.at(-1)!.version, LATEST_SQLITE_VERSION);
+          const pet = await h.store.createPet(newPet('kept'));
+          const secret = await h.store.cursorSecret();
+
+          await h.reopen();
+          await h.reopen();
+          assert.deepEqual(await h.migrationRows(), first, 'same rows, same applied_at');
+          // Re-running the first migration would have failed on CREATE TABLE or replaced the secret.
+          assert.deepEqual(await h.store.getPet(pet.id), pet);
+          assert.equal(await h.store.cursorSecret(), secret);
+        }));
+    });
+
+    describe('api keys', () => {
+      test('createKey returns the key with its fields, a creation time and no revocation', () =>
+        withStore(async ({ store }) => {
+          const input = newKey({ environment: 'staging', plan: 'enterprise', perMinute: 5000, perDay: 2_000_000, label: 'ci' });
+          const before = Date.now();
+          const key = await store.createKey(input);
+          const after = Date.now();
+          assert.deepEqual(
+            { ...key, createdAt: undefined },
+            {
+              id: input.id,
+              prefix: input.prefix,
+              environment: 'staging',
+              plan: 'enterprise',
+              perMinute: 5000,
+              perDay: 2_000_000,
+              label: 'ci',
+              revokedAt: null,
+              createdAt: undefined,
+            },
+          );
+          assert.ok(key.createdAt instanceof Date);
+          assert.ok(key.createdAt.getTime() >= before && key.createdAt.getTime() <= after);
+          assert.equal('hash' in key, false, 'the stored hash is not part of ApiKey');
+        }));
+
+      test('findKeyByHash returns the created key', () =>
+        withStore(async ({ store }) => {
+          const input = newKey();
+          const key = await store.createKey(input);
+          await store.createKey(newKey());
+          assert.deepEqual(await store.findKeyByHash(input.hash), key);
+        }));
+
+      test('findKeyByHash of an unknown hash is undefined', () =>
+        withStore(async ({ store }) => {
+          assert.equal(await store.findKeyByHash('f'.repeat(64)), undefined);
+          await store.createKey(newKey());
+          assert.equal(await store.findKeyByHash('f'.repeat(64)), undefined);
+          assert.equal(await store.findKeyByHash(''), undefined);
+        }));
+
+      test('listKeys lists every key', () =>
+        withStore(async ({ store }) => {
+          assert.deepEqual(await store.listKeys(), []);
+          const created = [await store.createKey(newKey()), await store.createKey(newKey({ label: 'two' })), await store.createKey(newKey())];
+          const listed = await store.listKeys();
+          assert.equal(listed.length, 3);
+          assert.deepEqual([...listed].sort(byId), [...created].sort(byId));
+        }));
+
+      test('revokeKey returns true once, then false', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          assert.equal(await store.revokeKey(key.id), true);
+          assert.equal(await store.revokeKey(key.id), false);
+        }));
+
+      test('a revoked key is still found, with revokedAt set', () =>
+        withStore(async ({ store }) => {
+          const input = newKey();
+          const key = await store.createKey(input);
+          const other = await store.createKey(newKey());
+          const before = Date.now();
+          await store.revokeKey(key.id);
+          const after = Date.now();
+          const found = await store.findKeyByHash(input.hash);
+          assert.ok(found?.revokedAt instanceof Date);
+          assert.ok(found.revokedAt.getTime() >= before && found.revokedAt.getTime() <= after);
+          assert.deepEqual({ ...found, revokedAt: null }, key);
+          const listed = await store.listKeys();
+          assert.ok(listed.find((k) => k.id === key.id)?.revokedAt instanceof Date);
+          assert.deepEqual(listed.find((k) => k.id === other.id), other, 'other keys are untouched');
+        }));
+
+      test('revoking a second time keeps the first revocation time', () =>
+        withStore(async ({ store }) => {
+          const input = newKey();
+          await store.createKey(input);
+          await store.revokeKey(input.id);
+          const first = (await store.findKeyByHash(input.hash))?.revokedAt;
+          await new Promise((r) => setTimeout(r, 5));
+          await store.revokeKey(input.id);
+          assert.deepEqual((await store.findKeyByHash(input.hash))?.revokedAt, first);
+        }));
+
+      test('revokeKey of an unknown id is false', () =>
+        withStore(async ({ store }) => {
+          assert.equal(await store.revokeKey('key_does_not_exist'), false);
+        }));
+    });
+
+    describe('bans', () => {
+      const now = Date.UTC(2026, 10, 22, 12, 0, 0);
+
+      test('banKey then banEndOf before the end returns the end', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          await store.banKey(key.id, now + 60_000);
+          assert.equal(await store.banEndOf(key.id, now), now + 60_000);
+          assert.equal(await store.banEndOf(key.id, now + 59_999), now + 60_000);
+        }));
+
+      test('banEndOf at or after the end is undefined', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          await store.banKey(key.id, now + 60_000);
+          assert.equal(await store.banEndOf(key.id, now + 60_000), undefined);
+          assert.equal(await store.banEndOf(key.id, now + 120_000), undefined);
+        }));
+
+      test('banEndOf of a key without a ban is undefined', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          assert.equal(await store.banEndOf(key.id, now), undefined);
+          assert.equal(await store.banEndOf('key_unknown', now), undefined);
+        }));
+
+      test('banKey again replaces the earlier ban, later or earlier', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          await store.banKey(key.id, now + 60_000);
+          await store.banKey(key.id, now + 600_000);
+          assert.equal(await store.banEndOf(key.id, now), now + 600_000);
+          await store.banKey(key.id, now + 1_000);
+          assert.equal(await store.banEndOf(key.id, now), now + 1_000);
+          assert.equal((await store.listBans(now)).length, 1);
+        }));
+
+      test('listBans lists only bans still active at that moment', () =>
+        withStore(async ({ store }) => {
+          const a = await store.createKey(newKey());
+          const b = await store.createKey(newKey());
+          const c = await store.createKey(newKey());
+          await store.createKey(newKey()); // never banned
+          await store.banKey(a.id, now + 60_000);
+          await store.banKey(b.id, now - 1); // already over
+          await store.banKey(c.id, now + 1_000);
+          const active = await store.listBans(now);
+          assert.deepEqual(
+            [...active].sort((x, y) => (x.keyId < y.keyId ? -1 : 1)),
+            [
+              { keyId: a.id, bannedUntil: new Date(now + 60_000) },
+              { keyId: c.id, bannedUntil: new Date(now + 1_000) },
+            ].sort((x, y) => (x.keyId < y.keyId ? -1 : 1)),
+          );
+          assert.deepEqual(await store.listBans(now + 1_000), [{ keyId: a.id, bannedUntil: new Date(now + 60_000) }]);
+          assert.deepEqual(await store.listBans(now + 60_000), []);
+        }));
+
+      test('liftBan returns true for a banned key, then false', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          await store.banKey(key.id, now + 60_000);
+          assert.equal(await store.liftBan(key.id), true);
+          assert.equal(await store.banEndOf(key.id, now), undefined);
+          assert.deepEqual(await store.listBans(now), []);
+          assert.equal(await store.liftBan(key.id), false);
+          assert.equal(await store.liftBan('key_unknown'), false);
+        }));
+    });
+
+    describe('instance', () => {
+      test('cursorSecret is a non-empty string', () =>
+        withStore(async ({ store }) => {
+          const secret = await store.cursorSecret();
+          assert.equal(typeof secret, 'string');
+          assert.ok(secret.length > 0);
+          assert.equal(await store.cursorSecret(), secret);
+        }));
+
+      test('cursorSecret is the same after a reopen and differs between databases', async () => {
+        await withStore(async (h) => {
+          const secret = await h.store.cursorSecret();
+          assert.equal(await (await h.reopen()).cursorSecret(), secret);
+          await withStore(async (other) => {
+            assert.notEqual(await other.store.cursorSecret(), secret);
+          });
+        });
+      });
+
+      test('ping resolves', () =>
+        withStore(async ({ store }) => {
+          assert.equal(await store.ping(), undefined);
+        }));
+    });
+  });
+}
+
+for (const engine of ENGINES) {
+  storageContract(engine.name, engine.open);
+  engine.extra?.(engine.open);
+}
