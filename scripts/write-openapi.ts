@@ -7,7 +7,7 @@ import { openSqliteStore } from '../src/storage/sqlite/store.js';
 
 const store = openSqliteStore({ path: ':memory:', synchronous: 'normal' });
 const app = await buildApp(
-  { environment: 'production', logLevel: 'silent', trustProxy: false, keyCacheTtlMs: 2000, anonymousPerMinute: 60 },
+  { environment: 'production', logLevel: 'silent', trustProxy: false, keyCacheTtlMs: 2000, anonymousPerMinute: 60, banThreshold: 20, banDurationSeconds: 900 },
   { store, limiter: new MemoryRateLimiter() },
 );
 await app.ready();

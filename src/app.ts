@@ -3,6 +3,7 @@
  * never reads process.env, so tests build it with their own store, limiter and clock.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { DestinationStream } from 'pino';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import { CursorCodec } from './domain/cursor.js';
@@ -18,6 +19,7 @@ import { listPets } from './http/routes/list-pets.js';
 import { methodNotAllowed } from './http/routes/method-not-allowed.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { installValidation } from './http/validation.js';
+import { KeyBans } from './limits/bans.js';
 import type { RateLimiter } from './limits/limiter.js';
 import type { Store } from './storage/store.js';
 
@@ -32,9 +34,14 @@ export interface AppDeps {
   store: Store;
   limiter: RateLimiter;
   clock?: Clock;
+  /** Where the JSON log goes; standard output when omitted. */
+  logStream?: DestinationStream;
 }
 
-export type AppConfig = Pick<Config, 'environment' | 'logLevel' | 'trustProxy' | 'keyCacheTtlMs' | 'anonymousPerMinute'>;
+export type AppConfig = Pick<
+  Config,
+  'environment' | 'logLevel' | 'trustProxy' | 'keyCacheTtlMs' | 'anonymousPerMinute' | 'banThreshold' | 'banDurationSeconds'
+>;
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -44,6 +51,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const app = Fastify({
     logger: {
       level: config.logLevel,
+      ...(deps.logStream ? { stream: deps.logStream } : {}),
       // Keys and cookies must never reach a log line, whatever a future serializer prints.
       redact: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization'],
     },
@@ -68,6 +76,11 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   installGuard(app, {
     authenticator: new KeyAuthenticator(deps.store, config.environment, config.keyCacheTtlMs, now),
     limiter: deps.limiter,
+    bans: new KeyBans(deps.store, deps.limiter, {
+      threshold: config.banThreshold,
+      durationMs: config.banDurationSeconds * 1000,
+      cacheTtlMs: config.keyCacheTtlMs,
+    }),
     now,
     anonymousPerMinute: config.anonymousPerMinute,
   });

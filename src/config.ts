@@ -21,6 +21,9 @@ export interface Config {
   keyCacheTtlMs: number;
   /** Per-minute limit for requests that carry no valid key, per client address. */
   anonymousPerMinute: number;
+  /** Refused (429) requests of a key within one minute window that earn it a temporary ban. */
+  banThreshold: number;
+  banDurationSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -95,5 +98,7 @@ export function loadConfig(env: Env): Readonly<Config> {
     sqliteSynchronous: oneOf(env, 'SQLITE_SYNCHRONOUS', ['normal', 'full'] as const, 'normal'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 5000),
     anonymousPerMinute: integer(env, 'ANONYMOUS_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
+    banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
+    banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
   });
 }

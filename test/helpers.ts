@@ -38,8 +38,15 @@ export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'petstore-test-'));
 }
 
-export async function startTestServer(overrides: Partial<AppConfig> = {}): Promise<TestServer> {
-  const dir = tempDir();
+export interface TestServerOptions {
+  /** Share another test server's database file (a second instance), instead of a fresh one. */
+  databaseOf?: TestServer;
+  /** Receives every JSON log line. */
+  onLog?: (line: string) => void;
+}
+
+export async function startTestServer(overrides: Partial<AppConfig> = {}, options: TestServerOptions = {}): Promise<TestServer> {
+  const dir = options.databaseOf?.dir ?? tempDir();
   const store = openSqliteStore({ path: join(dir, 'petstore.db'), synchronous: 'normal' });
   const clock = new FakeClock();
   const config: AppConfig = {
@@ -48,9 +55,12 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}): Promi
     trustProxy: false,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
+    banThreshold: 20,
+    banDurationSeconds: 900,
     ...overrides,
   };
-  const app = await buildApp(config, { store, limiter: new MemoryRateLimiter(), clock });
+  const logStream = options.onLog ? { write: (line: string) => options.onLog!(line) } : undefined;
+  const app = await buildApp(config, { store, limiter: new MemoryRateLimiter(), clock, logStream });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');
@@ -72,7 +82,7 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}): Promi
     async close() {
       await app.close();
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (!options.databaseOf) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -33,7 +33,6 @@ function limitsFor(options: CreateKeyOptions): PlanLimits {
     throw new UsageError('--plan enterprise needs --rpm N and --rpd N');
   }
   const limits = { perMinute: positiveInt('--rpm', options.rpm), perDay: positiveInt('--rpd', options.rpd) };
-  if (limits.perDay < limits.perMinute) throw new UsageError('--rpd must be at least --rpm');
   return limits;
 }
 

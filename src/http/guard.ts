@@ -1,12 +1,13 @@
 /**
- * The gate every /v1 request passes before its body is read: authentication, then rate limiting.
- * Running at onRequest means a refused request costs no body parsing, and every response under /v1,
- * errors included, carries the rate-limit headers of the subject that was charged: the API key when
- * it is valid, otherwise the client address (which also slows down key guessing).
+ * The gate every /v1 request passes before its body is read: authentication, bans, then rate
+ * limiting. Running at onRequest means a refused request costs no body parsing, and every response
+ * under /v1, errors included, carries the rate-limit headers of the subject that was charged: the API
+ * key when it is valid, otherwise the client address (which also slows down key guessing).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ApiKey } from '../domain/api-key.js';
-import { DAY_MS, MINUTE_MS, type RateLimiter, type WindowLimit } from '../limits/limiter.js';
+import type { KeyBans } from '../limits/bans.js';
+import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.js';
 import type { KeyAuthenticator } from './authenticate.js';
 import { ApiError } from './errors.js';
 import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.js';
@@ -24,6 +25,7 @@ declare module 'fastify' {
 export interface GuardOptions {
   authenticator: KeyAuthenticator;
   limiter: RateLimiter;
+  bans: KeyBans;
   now: () => number;
   anonymousPerMinute: number;
 }
@@ -35,28 +37,61 @@ export function keyLimits(key: ApiKey): WindowLimit[] {
   ];
 }
 
+function banned(untilMs: number, nowMs: number): ApiError {
+  const retryAfter = Math.max(1, secondsUntil(untilMs, nowMs));
+  return new ApiError(
+    'key_banned',
+    `This API key is temporarily banned for sending on after 429 responses; retry after ${retryAfter} s (${new Date(untilMs).toISOString()})`,
+    undefined,
+    { 'Retry-After': String(retryAfter) },
+  );
+}
+
+function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
+  const refusing = nearestExhaustion(decision.windows);
+  const retryAfter = Math.max(1, secondsUntil(refusing.resetAtMs, nowMs));
+  return new ApiError(
+    'rate_limited',
+    `Rate limit of ${refusing.limit} requests per ${refusing.name} exceeded; retry after ${retryAfter} s`,
+    undefined,
+    { 'Retry-After': String(retryAfter) },
+  );
+}
+
+const isUnderV1 = (url: string): boolean => url.startsWith('/v1/') || url === '/v1' || url.startsWith('/v1?');
+
 export function installGuard(app: FastifyInstance, options: GuardOptions): void {
+  const { authenticator, limiter, bans, now } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
   app.decorateRequest('apiKey', undefined);
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.url.startsWith('/v1/') && request.url !== '/v1' && !request.url.startsWith('/v1?')) return;
-    const auth = await options.authenticator.authenticate(request);
-    const subject = auth.key ? `key:${auth.key.id}` : `addr:${request.ip}`;
-    const nowMs = options.now();
-    const decision = await options.limiter.consume(subject, auth.key ? keyLimits(auth.key) : anonymous, nowMs);
-    applyRateLimitHeaders(reply, decision, nowMs);
-    if (!decision.allowed) {
-      const refusing = nearestExhaustion(decision.windows);
-      const retryAfter = Math.max(1, secondsUntil(refusing.resetAtMs, nowMs));
-      throw new ApiError(
-        'rate_limited',
-        `Rate limit of ${refusing.limit} requests per ${refusing.name} exceeded; retry after ${retryAfter} s`,
-        undefined,
-        { 'Retry-After': String(retryAfter) },
-      );
+  async function guardKey(request: FastifyRequest, key: ApiKey, setHeaders: (d: LimitDecision) => void): Promise<void> {
+    const nowMs = now();
+    const limits = keyLimits(key);
+    const bannedUntil = await bans.bannedUntil(key.id, nowMs);
+    if (bannedUntil !== undefined) {
+      setHeaders(await limiter.peek(`key:${key.id}`, limits, nowMs));
+      throw banned(bannedUntil, nowMs);
     }
-    if (auth.key) request.apiKey = auth.key;
-    else if (!request.routeOptions.config.public) throw auth.failure;
+    const decision = await limiter.consume(`key:${key.id}`, limits, nowMs);
+    setHeaders(decision);
+    if (!decision.allowed) {
+      const banEnd = await bans.recordRefusal(key.id, nowMs);
+      if (banEnd !== undefined) request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
+      throw rateLimited(decision, nowMs);
+    }
+    request.apiKey = key;
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!isUnderV1(request.url)) return;
+    const setHeaders = (decision: LimitDecision) => applyRateLimitHeaders(reply, decision, now());
+    const auth = await authenticator.authenticate(request);
+    if (auth.key) return guardKey(request, auth.key, setHeaders);
+    const nowMs = now();
+    const decision = await limiter.consume(`addr:${request.ip}`, anonymous, nowMs);
+    setHeaders(decision);
+    if (!decision.allowed) throw rateLimited(decision, nowMs);
+    if (!request.routeOptions.config.public) throw auth.failure;
   });
 }

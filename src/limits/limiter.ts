@@ -32,7 +32,10 @@ export interface LimitDecision {
 }
 
 export interface RateLimiter {
+  /** Admits and counts the request if every window has room; otherwise counts nothing. */
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  /** The windows' state without counting anything: for answers that must not use quota (bans). */
+  peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
   close(): Promise<void>;
 }
 

@@ -16,10 +16,15 @@ export class MemoryRateLimiter implements RateLimiter {
   #nextSweepMs = 0;
 
   async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.consumeNow(subject, limits, nowMs);
+    return this.decide(subject, limits, nowMs, true);
   }
 
-  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
+  async peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return this.decide(subject, limits, nowMs, false);
+  }
+
+  /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
+  decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): LimitDecision {
     if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
     const counters = limits.map((w) => {
       const start = windowStart(nowMs, w.windowMs);
@@ -32,7 +37,7 @@ export class MemoryRateLimiter implements RateLimiter {
       return counter;
     });
     const allowed = limits.every((w, i) => counters[i]!.count < w.limit);
-    if (allowed) for (const c of counters) c.count++;
+    if (allowed && count) for (const c of counters) c.count++;
     return {
       allowed,
       windows: limits.map((w, i) => ({

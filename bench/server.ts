@@ -1,0 +1,40 @@
+/**
+ * One server process for the benchmark: the real app on a SQLite file, with the in-process limiter
+ * or, to measure what the limiter costs, with one that admits everything (and still sends headers).
+ * Usage: node --import tsx bench/server.ts PORT DB_PATH memory|unlimited
+ */
+import { buildApp } from '../src/app.js';
+import type { LimitDecision, RateLimiter, WindowLimit } from '../src/limits/limiter.js';
+import { MemoryRateLimiter } from '../src/limits/memory.js';
+import { openSqliteStore } from '../src/storage/sqlite/store.js';
+
+/** Admits everything; reports full windows so the response headers are the same size. */
+class UnlimitedRateLimiter implements RateLimiter {
+  async consume(_subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return {
+      allowed: true,
+      windows: limits.map((w) => ({ ...w, remaining: w.limit, resetAtMs: nowMs - (nowMs % w.windowMs) + w.windowMs })),
+    };
+  }
+  peek = this.consume;
+  async close(): Promise<void> {}
+}
+
+const [port, path, limiterName] = process.argv.slice(2);
+const store = openSqliteStore({ path: path!, synchronous: 'normal' });
+const limiter = limiterName === 'unlimited' ? new UnlimitedRateLimiter() : new MemoryRateLimiter();
+const app = await buildApp(
+  {
+    environment: 'production',
+    logLevel: 'warn',
+    trustProxy: false,
+    keyCacheTtlMs: 2000,
+    anonymousPerMinute: 60,
+    banThreshold: 20,
+    banDurationSeconds: 900,
+  },
+  { store, limiter },
+);
+await app.listen({ port: Number(port), host: '127.0.0.1' });
+process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
+console.log('ready');

@@ -1,0 +1,57 @@
+/**
+ * Temporary bans of keys that keep sending after 429. Each refused request of a key is counted in a
+ * fixed one-minute window (by the same limiter as the quotas, so in Redis the count is shared by every
+ * instance); when a key has been refused BAN_THRESHOLD times in one window it is banned for
+ * BAN_DURATION_SECONDS. The response that reaches the threshold is still `rate_limited`; from the next
+ * request on the key gets `key_banned` until the ban ends.
+ *
+ * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
+ * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
+ * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL.
+ */
+import type { BanStore } from '../storage/store.js';
+import { MINUTE_MS, type RateLimiter } from './limiter.js';
+
+export interface BanPolicy {
+  /** Refused requests in one window that earn a ban. */
+  threshold: number;
+  durationMs: number;
+  /** How long a ban lookup is reused from memory. */
+  cacheTtlMs: number;
+}
+
+export class KeyBans {
+  readonly #cache = new Map<string, { bannedUntilMs: number; expiresAtMs: number }>();
+
+  constructor(
+    private readonly store: BanStore,
+    private readonly limiter: RateLimiter,
+    private readonly policy: BanPolicy,
+  ) {}
+
+  /** The end of the key's ban, or undefined when it is not banned. */
+  async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
+    let entry = this.#cache.get(keyId);
+    if (!entry || entry.expiresAtMs <= nowMs) {
+      const bannedUntilMs = (await this.store.banEndOf(keyId, nowMs)) ?? 0;
+      if (this.#cache.size >= 10_000) this.#cache.clear();
+      entry = { bannedUntilMs, expiresAtMs: nowMs + this.policy.cacheTtlMs };
+      this.#cache.set(keyId, entry);
+    }
+    return entry.bannedUntilMs > nowMs ? entry.bannedUntilMs : undefined;
+  }
+
+  /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
+  async recordRefusal(keyId: string, nowMs: number): Promise<number | undefined> {
+    const refusals = await this.limiter.consume(
+      `refused:${keyId}`,
+      [{ name: 'refused', limit: this.policy.threshold, windowMs: MINUTE_MS }],
+      nowMs,
+    );
+    if (refusals.allowed && refusals.windows[0]!.remaining > 0) return undefined;
+    const bannedUntilMs = nowMs + this.policy.durationMs;
+    await this.store.banKey(keyId, bannedUntilMs);
+    this.#cache.set(keyId, { bannedUntilMs, expiresAtMs: nowMs + this.policy.cacheTtlMs });
+    return bannedUntilMs;
+  }
+}
