@@ -3,8 +3,7 @@
  * never reads process.env, so tests build it with their own store, limiter and clock.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { DestinationStream } from 'pino';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import { CursorCodec } from './domain/cursor.js';
 import { KeyAuthenticator } from './http/authenticate.js';
@@ -22,6 +21,8 @@ import { installValidation } from './http/validation.js';
 import { KeyBans } from './limits/bans.js';
 import type { RateLimiter } from './limits/limiter.js';
 import type { Store } from './storage/store.js';
+import { createLogger } from './logger.js';
+import { createMetrics, type Metrics } from './metrics.js';
 
 export interface Clock {
   /** Epoch milliseconds. */
@@ -34,8 +35,9 @@ export interface AppDeps {
   store: Store;
   limiter: RateLimiter;
   clock?: Clock;
-  /** Where the JSON log goes; standard output when omitted. */
-  logStream?: DestinationStream;
+  /** The JSON logger; one at config.logLevel on standard output when omitted. */
+  logger?: FastifyBaseLogger;
+  metrics?: Metrics;
 }
 
 export type AppConfig = Pick<
@@ -49,12 +51,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const clock = deps.clock ?? systemClock;
   const now = () => clock.now();
   const app = Fastify({
-    logger: {
-      level: config.logLevel,
-      ...(deps.logStream ? { stream: deps.logStream } : {}),
-      // Keys and cookies must never reach a log line, whatever a future serializer prints.
-      redact: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization'],
-    },
+    loggerInstance: deps.logger ?? createLogger(config.logLevel),
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // A hop count is accepted at run time (proxy-addr) though the type leaves it out.
@@ -104,7 +101,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   await app.register(createPet, { pets: deps.store });
   await app.register(getPet, { pets: deps.store, now });
   await app.register(methodNotAllowed);
-  await app.register(health, { store: deps.store });
+  await app.register(health, { store: deps.store, metrics: deps.metrics ?? createMetrics() });
   serveOpenApi(app);
   return app;
 }

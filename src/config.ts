@@ -12,6 +12,8 @@ export interface Config {
   host: string;
   database: DatabaseTarget;
   redisUrl: string | undefined;
+  /** Namespace of this deployment's keys in Redis. */
+  redisKeyPrefix: string;
   environment: Environment;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Whether X-Forwarded-For is believed (true, false, a hop count, or a list of proxy addresses). */
@@ -72,6 +74,12 @@ function redisUrl(raw: string | undefined): string | undefined {
   return raw;
 }
 
+function keyPrefix(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return 'petstore';
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(raw)) throw new ConfigError(`REDIS_KEY_PREFIX must be 1 to 64 letters, digits or _.:-, got "${raw}"`);
+  return raw;
+}
+
 function trustProxy(raw: string | undefined): boolean | number | string {
   if (raw === undefined || raw === '' || raw === 'false') return false;
   if (raw === 'true') return true;
@@ -92,6 +100,7 @@ export function loadConfig(env: Env): Readonly<Config> {
     host: host(env.HOST),
     database: database(env.DATABASE_URL),
     redisUrl: redisUrl(env.REDIS_URL),
+    redisKeyPrefix: keyPrefix(env.REDIS_KEY_PREFIX),
     environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS, 'production'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     trustProxy: trustProxy(env.TRUST_PROXY),

@@ -6,15 +6,22 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { MemoryRateLimiter } from './limits/memory.js';
+import { RedisRateLimiter } from './limits/redis.js';
+import { createLogger } from './logger.js';
+import { createMetrics } from './metrics.js';
 import { openStore } from './storage/open.js';
 
 /** Longest a graceful close may take before the process exits anyway. */
 const CLOSE_DEADLINE_MS = 10_000;
 
 export async function startServer(config: Readonly<Config>): Promise<FastifyInstance> {
+  const logger = createLogger(config.logLevel);
+  const metrics = createMetrics();
   const store = await openStore(config);
-  const limiter = new MemoryRateLimiter();
-  const app = await buildApp(config, { store, limiter });
+  const limiter = config.redisUrl
+    ? new RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
+    : new MemoryRateLimiter();
+  const app = await buildApp(config, { store, limiter, logger, metrics });
   app.addHook('onClose', async () => {
     await limiter.close();
     await store.close();

@@ -9,9 +9,10 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp, type AppConfig, type Clock } from '../src/app.js';
 import { createKey } from '../src/cli/keys.js';
 import type { Environment } from '../src/domain/api-key.js';
-import { MemoryRateLimiter } from '../src/limits/memory.js';
+import { createLogger } from '../src/logger.js';
 import { openSqliteStore } from '../src/storage/sqlite/store.js';
 import type { Store } from '../src/storage/store.js';
+import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.js';
 
 export class FakeClock implements Clock {
   constructor(public ms: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {}
@@ -29,6 +30,8 @@ export interface TestServer {
   store: Store;
   clock: FakeClock;
   dir: string;
+  /** DATABASE_URL of this server's database, for a second instance or the CLI. */
+  databaseUrl: string;
   /** Creates a key the way `petstore keys create` does and returns the secret. */
   key(plan?: 'free' | 'pro' | 'business' | 'enterprise', limits?: { rpm: number; rpd: number }): Promise<string>;
   close(): Promise<void>;
@@ -45,9 +48,21 @@ export interface TestServerOptions {
   onLog?: (line: string) => void;
 }
 
+/** Opens the store of the engine under test: a SQLite file in dir, or a fresh PostgreSQL database. */
+async function openEngineStore(dir: string, shared?: TestServer): Promise<{ store: Store; databaseUrl: string; drop(): Promise<void> }> {
+  if (ENGINE === 'sqlite') {
+    const path = join(dir, 'petstore.db');
+    return { store: openSqliteStore({ path, synchronous: 'normal' }), databaseUrl: `sqlite:${path}`, drop: async () => undefined };
+  }
+  if (shared) return { store: await openTestPostgresStore(shared.databaseUrl), databaseUrl: shared.databaseUrl, drop: async () => undefined };
+  const database = await createTestDatabase();
+  return { store: await openTestPostgresStore(database.url), databaseUrl: database.url, drop: database.drop };
+}
+
 export async function startTestServer(overrides: Partial<AppConfig> = {}, options: TestServerOptions = {}): Promise<TestServer> {
   const dir = options.databaseOf?.dir ?? tempDir();
-  const store = openSqliteStore({ path: join(dir, 'petstore.db'), synchronous: 'normal' });
+  const { store, databaseUrl, drop } = await openEngineStore(dir, options.databaseOf);
+  const { limiter, cleanup } = await limiterForEngine();
   const clock = new FakeClock();
   const config: AppConfig = {
     environment: 'production',
@@ -59,8 +74,8 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}, option
     banDurationSeconds: 900,
     ...overrides,
   };
-  const logStream = options.onLog ? { write: (line: string) => options.onLog!(line) } : undefined;
-  const app = await buildApp(config, { store, limiter: new MemoryRateLimiter(), clock, logStream });
+  const logger = options.onLog ? createLogger(config.logLevel, { write: (line: string) => options.onLog!(line) }) : undefined;
+  const app = await buildApp(config, { store, limiter, clock, logger });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');
@@ -70,6 +85,7 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}, option
     store,
     clock,
     dir,
+    databaseUrl,
     async key(plan = 'free', limits) {
       const env: Environment = config.environment;
       const created = await createKey(store, env, {
@@ -81,8 +97,13 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}, option
     },
     async close() {
       await app.close();
-      await store.close();
-      if (!options.databaseOf) rmSync(dir, { recursive: true, force: true });
+      await store.close().catch(() => undefined); // a test may have closed it already
+      await limiter.close();
+      await cleanup();
+      if (!options.databaseOf) {
+        await drop();
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
   };
 }

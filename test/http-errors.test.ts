@@ -225,7 +225,7 @@ describe('server errors', () => {
       assert.doesNotMatch(res.text, /sqlite|database|stack|at /i);
       assert.ok(res.headers.get('x-ratelimit-limit'));
     } finally {
-      await server.app.close();
+      await server.close();
     }
   });
 });

@@ -17,6 +17,9 @@ import type { Plan } from '../src/domain/plans.js';
 import { LATEST_SQLITE_VERSION } from '../src/storage/sqlite/migrations.js';
 import { openSqliteStore } from '../src/storage/sqlite/store.js';
 import type { NewApiKey, Store } from '../src/storage/store.js';
+import pg from 'pg';
+import { LATEST_POSTGRES_VERSION } from '../src/storage/postgres/migrations.js';
+import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './engines.js';
 import { tempDir } from './helpers.js';
 
 export interface MigrationRow {
@@ -156,11 +159,81 @@ function sqliteExtra(): void {
   });
 }
 
-/** Every engine the contract runs against. */
+async function postgresHarness(): Promise<Harness> {
+  const database = await createTestDatabase();
+  let current = await openTestPostgresStore(database.url);
+  let closed = false;
+  return {
+    get store() {
+      return current;
+    },
+    async reopen() {
+      if (!closed) await current.close();
+      current = await openTestPostgresStore(database.url);
+      closed = false;
+      return current;
+    },
+    async migrationRows() {
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query('SELECT version, name, applied_at FROM schema_migrations ORDER BY version');
+        return rows.map((r) => ({ version: r.version, name: r.name, appliedAt: Number(r.applied_at) }));
+      } finally {
+        await client.end();
+      }
+    },
+    async cleanup() {
+      if (!closed) await current.close();
+      closed = true;
+      await database.drop();
+    },
+  };
+}
+
+function postgresExtra(): void {
+  describe('postgres only', () => {
+    test('five instances migrating one new database at once apply each version exactly once', async () => {
+      const database = await createTestDatabase();
+      try {
+        const stores = await Promise.all(Array.from({ length: 5 }, () => openTestPostgresStore(database.url)));
+        const client = new pg.Client({ connectionString: database.url });
+        await client.connect();
+        const { rows } = await client.query('SELECT version FROM schema_migrations');
+        await client.end();
+        assert.deepEqual(rows.map((r) => r.version), [LATEST_POSTGRES_VERSION]);
+        await Promise.all(stores.map((s) => s.close()));
+      } finally {
+        await database.drop();
+      }
+    });
+
+    test('keyset pagination by a rare status reads the (status, id) index', async () => {
+      const database = await createTestDatabase();
+      const client = new pg.Client({ connectionString: database.url });
+      try {
+        const store = await openTestPostgresStore(database.url);
+        await store.close();
+        await client.connect();
+        await client.query(`INSERT INTO pets (name, category_id, status)
+          SELECT 'p' || g, 1, CASE WHEN g % 100 = 0 THEN 'sold' ELSE 'available' END FROM generate_series(1, 20000) g`);
+        await client.query('ANALYZE pets');
+        const { rows } = await client.query("EXPLAIN SELECT id FROM pets WHERE status = 'sold' AND id > 100 ORDER BY id LIMIT 21");
+        assert.match(rows.map((r) => r['QUERY PLAN']).join('\n'), /pets_status_id/);
+      } finally {
+        await client.end();
+        await database.drop();
+      }
+    });
+  });
+}
+
+/** Every engine the contract runs against: SQLite always, PostgreSQL when the machine has one for tests. */
 const ENGINES: Engine[] = [
   { name: 'sqlite', open: sqliteHarness, extra: sqliteExtra },
-  // { name: 'postgres', open: postgresHarness, extra: postgresExtra }  (skip when no DATABASE_URL)
+  ...(POSTGRES_URL ? [{ name: 'postgres' as const, open: postgresHarness, extra: postgresExtra }] : []),
 ];
+if (!POSTGRES_URL) console.warn('storage contract: PostgreSQL SKIPPED (set PETSTORE_TEST_POSTGRES_URL to run it)');
 
 // ---------------------------------------------------------------------------------------------------
 // Fixtures

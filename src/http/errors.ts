@@ -5,6 +5,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { StorageUnavailableError } from '../storage/errors.js';
 
 export const ERROR_CODES = {
   invalid_request: 400,
@@ -74,6 +75,9 @@ const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query',
 /** Maps a framework error (or anything thrown) to an ApiError. */
 export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof StorageUnavailableError) {
+    return new ApiError('unavailable', 'The service is temporarily unavailable; retry shortly', undefined, { 'Retry-After': '2' });
+  }
   const fe = error as FastifyError & { validationContext?: string };
   if (fe.validation) {
     const part = PART_NAMES[fe.validationContext ?? ''] ?? 'request';
@@ -107,7 +111,8 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(error);
-    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (apiError.code === 'unavailable') request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
+    else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendError(reply, apiError);
   });
 }

@@ -3,7 +3,7 @@
  * fixed one-minute window (by the same limiter as the quotas, so in Redis the count is shared by every
  * instance); when a key has been refused BAN_THRESHOLD times in one window it is banned for
  * BAN_DURATION_SECONDS. The response that reaches the threshold is still `rate_limited`; from the next
- * request on the key gets `key_banned` until the ban ends.
+ * request on the key gets `key_banned` until the ban ends. A key earns at most one ban per window.
  *
  * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
  * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
@@ -48,7 +48,9 @@ export class KeyBans {
       [{ name: 'refused', limit: this.policy.threshold, windowMs: MINUTE_MS }],
       nowMs,
     );
-    if (refusals.allowed && refusals.windows[0]!.remaining > 0) return undefined;
+    // Only the refusal that reaches the threshold bans: one ban per key and window at most, so a key
+    // unbanned by the operator is not banned again by refusals it had already made in this window.
+    if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
     const bannedUntilMs = nowMs + this.policy.durationMs;
     await this.store.banKey(keyId, bannedUntilMs);
     this.#cache.set(keyId, { bannedUntilMs, expiresAtMs: nowMs + this.policy.cacheTtlMs });

@@ -1,5 +1,6 @@
 /** Opens the engine a DATABASE_URL names. The only place that chooses between engines. */
 import type { Config } from '../config.js';
+import { openPostgresStore } from './postgres/store.js';
 import { openSqliteStore } from './sqlite/store.js';
 import type { Store } from './store.js';
 
@@ -8,5 +9,5 @@ export async function openStore(config: Pick<Config, 'database' | 'sqliteSynchro
   if (target.engine === 'sqlite') {
     return openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous });
   }
-  throw new Error('PostgreSQL storage is not available in this build');
+  return openPostgresStore({ url: target.url });
 }

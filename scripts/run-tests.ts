@@ -1,0 +1,42 @@
+/**
+ * Runs the test suite on every engine the machine offers: SQLite with the in-process limiter always,
+ * then the HTTP suites again on PostgreSQL with Redis, plus the multi-instance and outage tests, when
+ * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set. A skipped engine is announced
+ * loudly, and under CI=true it is a failure.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+
+const files = readdirSync('test')
+  .filter((f) => f.endsWith('.test.ts'))
+  .sort()
+  .map((f) => `test/${f}`);
+const scaleOut = files.filter((f) => f.startsWith('test/scale-out-'));
+const perEngine = files.filter((f) => /^test\/(http-|rate-limits|openapi)/.test(f));
+
+function run(engine: string, list: string[]): boolean {
+  console.log(`\n=== ${engine}: ${list.length} test files ===\n`);
+  const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...list], {
+    stdio: 'inherit',
+    env: { ...process.env, PETSTORE_TEST_ENGINE: engine },
+  });
+  return result.status === 0;
+}
+
+const banner = (lines: string[]) => console.log(['', '#'.repeat(78), ...lines.map((l) => `#  ${l}`), '#'.repeat(78), ''].join('\n'));
+
+let ok = run('sqlite', files.filter((f) => !scaleOut.includes(f)));
+if (process.env.PETSTORE_TEST_POSTGRES_URL && process.env.PETSTORE_TEST_REDIS_URL) {
+  ok = run('postgres', [...perEngine, ...scaleOut]) && ok;
+} else {
+  banner([
+    'SKIPPED: the PostgreSQL + Redis suites, the multi-instance and the outage tests.',
+    'Set PETSTORE_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)',
+    'and PETSTORE_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to run them.',
+  ]);
+  if (process.env.CI === 'true') {
+    console.error('CI=true: refusing to pass with engines skipped.');
+    ok = false;
+  }
+}
+process.exit(ok ? 0 : 1);

@@ -1,0 +1,143 @@
+/**
+ * The shared limiter: counters in Redis, so every instance enforces one global limit per key.
+ *
+ * All windows of a request are checked and counted by one Lua script, atomically and in one round
+ * trip. Keys are named by subject, window and window start, so a new window starts from zero by
+ * construction; each expires a little after its window ends.
+ *
+ * When Redis cannot answer within a short timeout (or is known to be disconnected) the decision is
+ * taken by an in-memory limiter of this instance instead: limits stay enforced per instance, headers
+ * are still sent, a warning is logged and the fallback is counted. ioredis reconnects by itself, and
+ * decisions return to Redis as soon as it is back.
+ */
+import { Redis } from 'ioredis';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Metrics } from '../metrics.js';
+import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.js';
+import { MemoryRateLimiter } from './memory.js';
+
+// KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; then limit and TTL per window.
+// Returns { admitted (1/0), count of window 1, count of window 2, ... } after the decision.
+const SCRIPT = `
+local counts = {}
+local admitted = 1
+for i, key in ipairs(KEYS) do
+  counts[i] = tonumber(redis.call('GET', key) or '0')
+  if counts[i] >= tonumber(ARGV[i * 2]) then admitted = 0 end
+end
+if admitted == 1 and ARGV[1] == '1' then
+  for i, key in ipairs(KEYS) do
+    counts[i] = redis.call('INCR', key)
+    if counts[i] == 1 then redis.call('PEXPIRE', key, ARGV[i * 2 + 1]) end
+  end
+end
+table.insert(counts, 1, admitted)
+return counts`;
+
+export interface RedisLimiterOptions {
+  url: string;
+  /** Namespace of every key, so that several deployments (or test runs) can share one Redis. */
+  keyPrefix?: string;
+  /** The longest a request waits for Redis before the in-memory fallback decides. */
+  timeoutMs?: number;
+  log: FastifyBaseLogger;
+  metrics: Metrics;
+}
+
+type LimitCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
+
+export class RedisRateLimiter implements RateLimiter {
+  readonly #redis: Redis & { petstoreLimit: LimitCommand };
+  readonly #fallback = new MemoryRateLimiter();
+  readonly #prefix: string;
+  readonly #log: FastifyBaseLogger;
+  readonly #metrics: Metrics;
+  #degraded = false;
+  /** After a failure Redis is left alone briefly, so a hung Redis costs one timeout per second, not per request. */
+  #retryAtMs = 0;
+
+  constructor(options: RedisLimiterOptions) {
+    this.#prefix = options.keyPrefix ?? 'petstore';
+    this.#log = options.log;
+    this.#metrics = options.metrics;
+    const timeoutMs = options.timeoutMs ?? 250;
+    this.#redis = new Redis(options.url, {
+      // Fail at once while disconnected instead of queueing: the fallback answers meanwhile.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: timeoutMs,
+      connectTimeout: 1000,
+      retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    }) as Redis & { petstoreLimit: LimitCommand };
+    this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
+    this.#redis.on('error', () => undefined); // reported through #degrade on the request path
+    this.#redis.on('ready', () => this.#recover());
+  }
+
+  /** Resolves once connected (or rejects), for start-up and tests; requests never wait for it. */
+  async ready(): Promise<void> {
+    if (this.#redis.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      this.#redis.once('ready', resolve);
+      this.#redis.once('end', () => reject(new Error('Redis connection ended')));
+    });
+  }
+
+  consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return this.#decide(subject, limits, nowMs, true);
+  }
+
+  peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return this.#decide(subject, limits, nowMs, false);
+  }
+
+  async close(): Promise<void> {
+    this.#redis.disconnect();
+    await this.#fallback.close();
+  }
+
+  async #decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): Promise<LimitDecision> {
+    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) {
+      return this.#fallbackDecision(subject, limits, nowMs, count, undefined);
+    }
+    const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
+    // The {subject} hash tag keeps a subject's keys in one slot, as Redis Cluster needs for one script.
+    const keys = limits.map((w, i) => `${this.#prefix}:{${subject}}:${w.name}:${starts[i]}`);
+    const args = limits.flatMap((w) => [w.limit, w.windowMs + 5000]);
+    let reply: number[];
+    try {
+      reply = await this.#redis.petstoreLimit(keys.length, ...keys, count ? 1 : 0, ...args);
+    } catch (err) {
+      this.#retryAtMs = performance.now() + 1000;
+      return this.#fallbackDecision(subject, limits, nowMs, count, err);
+    }
+    this.#recover();
+    return {
+      allowed: reply[0] === 1,
+      windows: limits.map((w, i) => ({
+        name: w.name,
+        limit: w.limit,
+        windowMs: w.windowMs,
+        remaining: Math.max(0, w.limit - Number(reply[i + 1])),
+        resetAtMs: starts[i]! + w.windowMs,
+      })),
+    };
+  }
+
+  #fallbackDecision(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, err: unknown): LimitDecision {
+    if (!this.#degraded) {
+      this.#degraded = true;
+      this.#metrics.limiterDegraded.set(1);
+      this.#log.warn({ err, redisStatus: this.#redis.status }, 'Redis unreachable: rate limiting in memory on this instance');
+    }
+    this.#metrics.limiterFallbacks.inc();
+    return this.#fallback.decide(subject, limits, nowMs, count);
+  }
+
+  #recover(): void {
+    if (!this.#degraded) return;
+    this.#degraded = false;
+    this.#metrics.limiterDegraded.set(0);
+    this.#log.info('Redis reachable again: rate limiting is shared again');
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Versioned schema migrations for PostgreSQL. Several instances may start at once, so the whole run
+ * holds a transaction-scoped advisory lock: the first applies what is missing, the others wait and
+ * then find nothing to do. DDL is transactional in PostgreSQL, so a failed version leaves no trace.
+ */
+import type { Pool } from 'pg';
+
+/** An arbitrary constant naming this service's migration lock. */
+const MIGRATION_LOCK = 7_316_482_105;
+
+const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'pets, api keys, bans and instance settings',
+    sql: `
+      CREATE TABLE pets (
+        id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- a sequence: never reused
+        name        text   NOT NULL,
+        category_id bigint NOT NULL,
+        status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+      );
+      -- Keyset pagination with a status filter reads this index in order.
+      CREATE INDEX pets_status_id ON pets (status, id);
+
+      CREATE TABLE api_keys (
+        id          text    PRIMARY KEY,
+        hash        text    NOT NULL UNIQUE,
+        prefix      text    NOT NULL,
+        environment text    NOT NULL,
+        plan        text    NOT NULL,
+        per_minute  integer NOT NULL,
+        per_day     integer NOT NULL,
+        label       text,
+        created_at  bigint  NOT NULL,
+        revoked_at  bigint
+      );
+
+      CREATE TABLE bans (
+        key_id       text   PRIMARY KEY REFERENCES api_keys (id),
+        banned_until bigint NOT NULL,
+        created_at   bigint NOT NULL
+      );
+
+      CREATE TABLE settings (name text PRIMARY KEY, value text NOT NULL);
+      INSERT INTO settings (name, value)
+        VALUES ('cursor_secret', replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''));
+    `,
+  },
+];
+
+export async function migrate(pool: Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+    const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations');
+    for (const m of MIGRATIONS) {
+      if (m.version <= (rows[0]?.v ?? 0)) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
+        m.version,
+        m.name,
+        Date.now(),
+      ]);
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export const LATEST_POSTGRES_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

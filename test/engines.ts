@@ -1,0 +1,80 @@
+/**
+ * Which storage and limiter engines the tests run on. SQLite with the in-process limiter always;
+ * PostgreSQL with Redis when PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set
+ * (scripts/run-tests.ts runs the HTTP suites once per engine, choosing with PETSTORE_TEST_ENGINE).
+ * Every PostgreSQL store gets a database of its own, dropped when the test closes it; every Redis
+ * limiter a key prefix of its own, whose keys are deleted at close.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { FastifyBaseLogger } from 'fastify';
+import type { RateLimiter } from '../src/limits/limiter.js';
+import { MemoryRateLimiter } from '../src/limits/memory.js';
+import { RedisRateLimiter } from '../src/limits/redis.js';
+import { createLogger } from '../src/logger.js';
+import { createMetrics, type Metrics } from '../src/metrics.js';
+import { openPostgresStore } from '../src/storage/postgres/store.js';
+
+export const POSTGRES_URL = process.env.PETSTORE_TEST_POSTGRES_URL;
+export const REDIS_URL = process.env.PETSTORE_TEST_REDIS_URL;
+export const ENGINE: 'sqlite' | 'postgres' = process.env.PETSTORE_TEST_ENGINE === 'postgres' ? 'postgres' : 'sqlite';
+
+if (ENGINE === 'postgres' && (!POSTGRES_URL || !REDIS_URL)) {
+  throw new Error('PETSTORE_TEST_ENGINE=postgres needs PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL');
+}
+
+async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A new, empty PostgreSQL database; returns its URL and a function that drops it. */
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `petstore_test_${randomBytes(6).toString('hex')}`;
+  await admin((c) => c.query(`CREATE DATABASE ${name}`));
+  const url = new URL(POSTGRES_URL!);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+  };
+}
+
+export async function openTestPostgresStore(url: string) {
+  return openPostgresStore({ url, poolSize: 4 });
+}
+
+/** A Redis limiter in a key namespace of its own; close() also deletes its keys. */
+export async function createTestRedisLimiter(
+  options: { url?: string; log?: FastifyBaseLogger; metrics?: Metrics; keyPrefix?: string; timeoutMs?: number } = {},
+): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
+  const keyPrefix = options.keyPrefix ?? `petstore-test-${randomBytes(6).toString('hex')}`;
+  const limiter = new RedisRateLimiter({
+    url: options.url ?? REDIS_URL!,
+    keyPrefix,
+    log: options.log ?? createLogger('silent'),
+    metrics: options.metrics ?? createMetrics(),
+    timeoutMs: options.timeoutMs,
+  });
+  await limiter.ready();
+  return Object.assign(limiter, {
+    async cleanup() {
+      const redis = new Redis(REDIS_URL!);
+      const keys = await redis.keys(`${keyPrefix}:*`);
+      if (keys.length) await redis.del(...keys);
+      redis.disconnect();
+    },
+  });
+}
+
+export async function limiterForEngine(): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
+  if (ENGINE === 'sqlite') return { limiter: new MemoryRateLimiter(), cleanup: async () => undefined };
+  const limiter = await createTestRedisLimiter();
+  return { limiter, cleanup: () => limiter.cleanup() };
+}

@@ -1,0 +1,108 @@
+/**
+ * Three server processes on one PostgreSQL database and one Redis behave as one service: one global
+ * limit per key, shared pets and cursors, bans and revocations seen everywhere.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { createTestDatabase, REDIS_URL } from './engines.js';
+import { runCli, startServerProcess, type ServerProcess } from './process.js';
+
+type Answer = { status: number; code: string | undefined; headers: Headers; body: any };
+
+async function get(server: ServerProcess, path: string, key: string): Promise<Answer> {
+  const res = await fetch(server.url + path, { headers: { authorization: `Bearer ${key}` } });
+  const body = (await res.json()) as any;
+  return { status: res.status, code: body?.code, headers: res.headers, body };
+}
+
+/** Polls until check passes, up to a deadline; returns how long it took. */
+async function eventually(check: () => Promise<boolean>, withinMs: number): Promise<number> {
+  const start = Date.now();
+  while (!(await check())) {
+    if (Date.now() - start > withinMs) throw new Error(`not within ${withinMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return Date.now() - start;
+}
+
+describe('three instances on one PostgreSQL and one Redis', () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let env: Record<string, string>;
+  let servers: ServerProcess[];
+
+  const createKey = async (...args: string[]) => {
+    const out = await runCli(['keys', 'create', ...args, '--json'], env);
+    assert.equal(out.code, 0, out.stderr);
+    return JSON.parse(out.stdout.trim().split('\n').at(-1)!) as { id: string; key: string };
+  };
+
+  before(async () => {
+    database = await createTestDatabase();
+    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: `petstore-test-${randomBytes(6).toString('hex')}`, LOG_LEVEL: 'warn' };
+    // All three start at once: their migrations race for the advisory lock.
+    servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env)));
+  });
+
+  after(async () => {
+    for (const s of servers ?? []) s.child.kill('SIGTERM');
+    await Promise.all((servers ?? []).map((s) => s.exited));
+    await database?.drop();
+  });
+
+  test('a Free key sending round-robin gets exactly 60 admitted in one minute window, in total', async () => {
+    const { key } = await createKey('--plan', 'free');
+    // Stay inside one minute window: start early in a minute.
+    if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 200));
+    const answers = await Promise.all(Array.from({ length: 90 }, (_, i) => get(servers[i % 3]!, '/v1/pets', key)));
+    assert.equal(answers.filter((a) => a.status === 200).length, 60);
+    assert.equal(answers.filter((a) => a.status === 429).length, 30);
+    const last = await get(servers[0]!, '/v1/pets', key);
+    assert.equal(last.headers.get('x-ratelimit-remaining'), '0');
+  });
+
+  test('pets created on one instance are read and paged on the others', async () => {
+    const { key } = await createKey('--plan', 'business');
+    const ids: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${servers[i % 3]!.url}/v1/pets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `shared ${i}`, categoryId: 7 }),
+      });
+      assert.equal(res.status, 201);
+      ids.push(((await res.json()) as { id: number }).id);
+    }
+    const one = await get(servers[1]!, `/v1/pets/${ids[0]}`, key);
+    assert.equal(one.body.name, 'shared 0');
+    // Page 1 on instance 0, its cursor followed on instance 1, then on instance 2.
+    const seen: number[] = [];
+    let path: string | undefined = '/v1/pets?limit=2';
+    for (let hop = 0; path; hop++) {
+      const page = await get(servers[hop % 3]!, path, key);
+      assert.equal(page.status, 200);
+      seen.push(...page.body.map((p: { id: number }) => p.id));
+      path = /<([^>]+)>; rel="next"/.exec(page.headers.get('link') ?? '')?.[1];
+    }
+    assert.deepEqual(seen.filter((id) => ids.includes(id)), ids);
+  });
+
+  test('a ban earned on one instance reaches every instance, and so does unban', async () => {
+    const { id, key } = await createKey('--plan', 'enterprise', '--rpm', '2', '--rpd', '1000');
+    const codes: (string | undefined)[] = [];
+    for (let i = 0; i < 25; i++) codes.push((await get(servers[0]!, '/v1/pets', key)).code);
+    assert.ok(codes.includes('key_banned'), codes.join(','));
+    for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code === 'key_banned', 5000);
+    const listed = await runCli(['keys', 'list', '--json'], env);
+    assert.ok(JSON.parse(listed.stdout.trim().split('\n').at(-1)!).find((k: { id: string; bannedUntil: string | null }) => k.id === id)?.bannedUntil);
+    assert.equal((await runCli(['keys', 'unban', id], env)).code, 0);
+    for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code !== 'key_banned', 5000);
+  });
+
+  test('a revoked key is refused by every instance within 5 seconds', async () => {
+    const { id, key } = await createKey('--plan', 'pro');
+    for (const s of servers) assert.equal((await get(s, '/v1/pets', key)).status, 200);
+    assert.equal((await runCli(['keys', 'revoke', id], env)).code, 0);
+    for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).status === 401, 5000);
+  });
+});
