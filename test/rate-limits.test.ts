@@ -178,7 +178,7 @@ describe('bans', () => {
     await burst(s, 2, key);
     errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'key_banned');
     const [record] = await s.store.listKeys();
-    assert.ok(await s.store.liftBan(record!.id));
+    assert.ok(await s.store.liftBan(record!.id, s.clock.now()));
     s.clock.advance(MINUTE); // the cache TTL (2 s) has passed and the minute window has turned
     assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
   });

@@ -199,9 +199,9 @@ function postgresExtra(): void {
         const stores = await Promise.all(Array.from({ length: 5 }, () => openTestPostgresStore(database.url)));
         const client = new pg.Client({ connectionString: database.url });
         await client.connect();
-        const { rows } = await client.query('SELECT version FROM schema_migrations');
+        const { rows } = await client.query('SELECT version FROM schema_migrations ORDER BY version');
         await client.end();
-        assert.deepEqual(rows.map((r) => r.version), [LATEST_POSTGRES_VERSION]);
+        assert.deepEqual(rows.map((r) => r.version), Array.from({ length: LATEST_POSTGRES_VERSION }, (_, i) => i + 1));
         await Promise.all(stores.map((s) => s.close()));
       } finally {
         await database.drop();
@@ -602,11 +602,19 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
         withStore(async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
-          assert.equal(await store.liftBan(key.id), true);
+          assert.equal(await store.liftBan(key.id, now), true);
           assert.equal(await store.banEndOf(key.id, now), undefined);
           assert.deepEqual(await store.listBans(now), []);
-          assert.equal(await store.liftBan(key.id), false);
-          assert.equal(await store.liftBan('key_unknown'), false);
+          assert.equal(await store.liftBan(key.id, now), false);
+          assert.equal(await store.liftBan('key_unknown', now), false);
+        }));
+
+      test('liftBan of a ban that has already ended removes it and returns false', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          await store.banKey(key.id, now + 60_000);
+          assert.equal(await store.liftBan(key.id, now + 60_000), false);
+          assert.equal(await store.banEndOf(key.id, now), undefined);
         }));
     });
 

@@ -68,7 +68,7 @@ async function keys(config: Config, args: string[]): Promise<void> {
     case 'revoke':
     case 'unban': {
       if (!id) throw new UsageError(`keys ${action} needs a key ID (see petstore keys list)`);
-      const changed = await withStore(config, (store) => (action === 'revoke' ? store.revokeKey(id) : store.liftBan(id)));
+      const changed = await withStore(config, (store) => (action === 'revoke' ? store.revokeKey(id) : store.liftBan(id, Date.now())));
       if (!changed) {
         throw new UsageError(action === 'revoke' ? `no active key with ID ${id}` : `key ${id} is not banned`);
       }

@@ -52,8 +52,8 @@ export interface BanStore {
   /** The moment a key's ban ends, if it has one ending after nowMs. */
   banEndOf(keyId: string, nowMs: number): Promise<number | undefined>;
   listBans(nowMs: number): Promise<Ban[]>;
-  /** True when the key had a ban that has now been lifted. */
-  liftBan(keyId: string): Promise<boolean>;
+  /** Removes the key's ban; true when it had one still in force at nowMs. */
+  liftBan(keyId: string, nowMs: number): Promise<boolean>;
 }
 
 export interface Store extends PetStore, KeyStore, BanStore {

@@ -46,6 +46,11 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
         VALUES ('cursor_secret', replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''));
     `,
   },
+  {
+    version: 2,
+    name: 'create tokens, to undo creates whose outcome was lost with the connection',
+    sql: `ALTER TABLE pets ADD COLUMN create_token text;`,
+  },
 ];
 
 export async function migrate(pool: Pool): Promise<void> {

@@ -4,6 +4,7 @@
  * above 2^53 loses precision. Connection attempts and statements have short timeouts so that an
  * unreachable database becomes a quick 503, never a hanging request.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { ApiKey } from '../../domain/api-key.js';
 import type { NewPet, Pet } from '../../domain/pet.js';
@@ -54,15 +55,45 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
 
   const PET_COLUMNS = 'id, name, category_id, status';
 
+  /*
+   * A create whose connection fails after the INSERT was sent has an unknown outcome: PostgreSQL may
+   * have committed it. The client was told 503, so such a row must not stay. Each INSERT carries a
+   * one-time token; tokens of failed creates are deleted as soon as the database answers again.
+   */
+  const unacknowledged = new Set<string>();
+  let undoTimer: NodeJS.Timeout | undefined;
+  async function undoUnacknowledged(): Promise<void> {
+    const tokens = [...unacknowledged];
+    try {
+      await pool.query('DELETE FROM pets WHERE create_token = ANY($1)', [tokens]);
+      for (const t of tokens) unacknowledged.delete(t);
+    } catch {
+      // still unreachable: try again on the next tick
+    }
+    if (unacknowledged.size === 0) {
+      clearInterval(undoTimer);
+      undoTimer = undefined;
+    }
+  }
+
   return {
     engine: 'postgres',
 
     async createPet(pet: NewPet): Promise<Pet> {
-      const [row] = await query<PetRow>(
-        `INSERT INTO pets (name, category_id, status) VALUES ($1, $2, $3) RETURNING ${PET_COLUMNS}`,
-        [pet.name, pet.categoryId.toString(), pet.status],
-      );
-      return toPet(row!);
+      const token = randomUUID();
+      try {
+        const [row] = await query<PetRow>(
+          `INSERT INTO pets (name, category_id, status, create_token) VALUES ($1, $2, $3, $4) RETURNING ${PET_COLUMNS}`,
+          [pet.name, pet.categoryId.toString(), pet.status, token],
+        );
+        return toPet(row!);
+      } catch (err) {
+        if (err instanceof StorageUnavailableError) {
+          unacknowledged.add(token);
+          undoTimer ??= setInterval(() => void undoUnacknowledged(), 1000);
+        }
+        throw err;
+      }
     },
 
     async getPet(id: bigint): Promise<Pet | undefined> {
@@ -122,8 +153,9 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       return rows.map((r) => ({ keyId: r.key_id, bannedUntil: new Date(Number(r.banned_until)) }));
     },
 
-    async liftBan(keyId: string): Promise<boolean> {
-      return (await query('DELETE FROM bans WHERE key_id = $1 RETURNING key_id', [keyId])).length > 0;
+    async liftBan(keyId: string, nowMs: number): Promise<boolean> {
+      const [row] = await query<{ banned_until: string }>('DELETE FROM bans WHERE key_id = $1 RETURNING banned_until', [keyId]);
+      return row !== undefined && Number(row.banned_until) > nowMs;
     },
 
     async cursorSecret(): Promise<string> {
@@ -136,6 +168,8 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     },
 
     async close(): Promise<void> {
+      if (unacknowledged.size > 0) await undoUnacknowledged();
+      clearInterval(undoTimer);
       await pool.end();
     },
   };

@@ -53,7 +53,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     ON CONFLICT (key_id) DO UPDATE SET banned_until = excluded.banned_until, created_at = excluded.created_at`);
   const selectBanEnd = db.prepare('SELECT banned_until FROM bans WHERE key_id = ? AND banned_until > ?').pluck();
   const selectBans = db.prepare('SELECT key_id, banned_until FROM bans WHERE banned_until > ? ORDER BY key_id');
-  const deleteBan = db.prepare('DELETE FROM bans WHERE key_id = ?');
+  const deleteBan = db.prepare('DELETE FROM bans WHERE key_id = ? RETURNING banned_until').pluck();
   const selectSetting = db.prepare('SELECT value FROM settings WHERE name = ?').pluck();
 
   return {
@@ -106,8 +106,9 @@ export function openSqliteStore(options: SqliteOptions): Store {
       }));
     },
 
-    async liftBan(keyId: string): Promise<boolean> {
-      return deleteBan.run(keyId).changes > 0;
+    async liftBan(keyId: string, nowMs: number): Promise<boolean> {
+      const until = deleteBan.get(keyId) as number | undefined;
+      return until !== undefined && until > nowMs;
     },
 
     async cursorSecret(): Promise<string> {
