@@ -3,6 +3,7 @@
  * throws a ConfigError whose one-line message names the variable; the CLI prints it and exits 1.
  * Only the CLI reads process.env; everything else receives a Config.
  */
+import { isIP } from 'node:net';
 import { ENVIRONMENTS, type Environment } from './domain/api-key.js';
 
 export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
@@ -80,12 +81,23 @@ function keyPrefix(raw: string | undefined): string {
   return raw;
 }
 
+/** An address, a CIDR range, or one of proxy-addr's names for a range. */
+function isProxyAddress(entry: string): boolean {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
+  const [address = '', bits, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  return /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+}
+
 function trustProxy(raw: string | undefined): boolean | number | string {
   if (raw === undefined || raw === '' || raw === 'false') return false;
   if (raw === 'true') return true;
   if (/^[0-9]{1,2}$/.test(raw)) return Number(raw);
-  if (/^[0-9a-fA-F.:/, ]+$/.test(raw)) return raw;
-  throw new ConfigError(`TRUST_PROXY must be true, false, a hop count or a list of proxy addresses, got "${raw}"`);
+  const entries = raw.split(',').map((e) => e.trim());
+  if (entries.every(isProxyAddress)) return entries.join(',');
+  throw new ConfigError(`TRUST_PROXY must be true, false, a hop count or a comma-separated list of addresses or CIDRs, got "${raw}"`);
 }
 
 function host(raw: string | undefined): string {

@@ -23,6 +23,7 @@ const CONFIG_VARIABLES = [
   'PORT',
   'HOST',
   'REDIS_URL',
+  'REDIS_KEY_PREFIX',
   'LOG_LEVEL',
   'TRUST_PROXY',
   'SQLITE_SYNCHRONOUS',
@@ -174,14 +175,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('keys create --plan free prints the key alone on the last line: pet_live_ in production, pet_test_ in staging', async () => {
   await inSandbox(async (box) => {
-    const live = await ok(['keys', 'create', '--plan', 'free'], box.env());
+    const [live, staging] = await Promise.all([
+      ok(['keys', 'create', '--plan', 'free'], box.env()),
+      ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' })),
+    ]);
     const liveKey = lastLine(live.stdout);
     assert.match(liveKey, /^pet_live_[A-Za-z0-9_-]{43}$/, live.stdout);
     assert.equal(live.stderr, '');
     // The lines before it are prose for the operator; the key appears only on the last one.
     assert.equal(live.stdout.split(liveKey).length, 2, 'the key is printed exactly once');
 
-    const staging = await ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' }));
     const testKey = lastLine(staging.stdout);
     assert.match(testKey, /^pet_test_[A-Za-z0-9_-]{43}$/, staging.stdout);
     assert.notEqual(testKey.slice(9), liveKey.slice(9));
@@ -227,10 +230,12 @@ test('keys create --plan enterprise takes --rpm and --rpd; missing or misplaced 
 
 test('keys list shows created keys by prefix, as a table and as JSON, and never prints a full key', async () => {
   await inSandbox(async (box) => {
-    const free = await createKeyJson(box.env(), ['--plan', 'free', '--label', 'first']);
-    const business = await createKeyJson(box.env(), ['--plan', 'business']);
+    const [free, business] = await Promise.all([
+      createKeyJson(box.env(), ['--plan', 'free', '--label', 'first']),
+      createKeyJson(box.env(), ['--plan', 'business']),
+    ]);
 
-    const table = await ok(['keys', 'list'], box.env());
+    const [table, json] = await Promise.all([ok(['keys', 'list'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
     const lines = table.stdout.trimEnd().split('\n');
     assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+LABEL$/);
     assert.equal(lines.length, 3, table.stdout);
@@ -241,7 +246,6 @@ test('keys list shows created keys by prefix, as a table and as JSON, and never 
     assert.match(freeLine, new RegExp(`${free.prefix}…\\s+production\\s+free\\s+60\\s+1000\\s+active\\s+\\S+\\s+first$`));
     assert.match(businessLine, new RegExp(`${business.prefix}…\\s+production\\s+business\\s+1000\\s+100000\\s+active`));
 
-    const json = await ok(['keys', 'list', '--json'], box.env());
     const rows = JSON.parse(lastLine(json.stdout)) as ListedKey[];
     assert.equal(rows.length, 2);
     for (const [row, created] of [
@@ -387,6 +391,23 @@ test('each bad configuration value makes serve and keys list exit 1 with one std
     await Promise.all(runs);
   });
 });
+
+test(
+  'a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY',
+  async () => {
+    await inSandbox(async (box) => {
+      const port = String(await freePort());
+      await Promise.all(
+        [['serve'], ['keys', 'list']].map(async (args) => {
+          for (const value of ['abc', '10.0.0.0/33', ':::', '1.2.3.4,nope']) {
+            const r = await cli(args, box.env({ PORT: port, HOST: '127.0.0.1', TRUST_PROXY: value }), 20_000);
+            assertOneConfigLine(r, 'TRUST_PROXY', `TRUST_PROXY=${value}\n${explain(args, r)}`);
+          }
+        }),
+      );
+    });
+  },
+);
 
 test('a malformed postgres DATABASE_URL is reported without its password', async () => {
   await inSandbox(async (box) => {
