@@ -47,6 +47,9 @@ export type AppConfig = Pick<
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
+/** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
+const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
+
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock;
   const now = () => clock.now();
@@ -82,6 +85,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
   });
   app.addHook('onResponse', async (request, reply) => {
+    if (!VERBOSE_LEVELS.has(request.log.level)) return;
     request.log.info(
       {
         method: request.method,

@@ -38,24 +38,28 @@ export class KeyAuthenticator {
     if (claimed !== undefined && claimed !== this.environment) {
       return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.environment}`);
     }
-    const key = claimed === undefined ? undefined : await this.#lookup(hashKey(token));
+    const key = claimed === undefined ? undefined : await this.#lookup(token);
     if (key === undefined || key.environment !== this.environment) return unauthorized('Invalid API key');
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked');
     return { key };
   }
 
-  async #lookup(hash: string): Promise<ApiKey | undefined> {
+  /**
+   * The cache is keyed by the presented key itself, so a cached request costs no hashing; it lives
+   * only in this process's memory, like the request that carried it.
+   */
+  async #lookup(token: string): Promise<ApiKey | undefined> {
     const now = this.now();
-    const cached = this.#cache.get(hash);
+    const cached = this.#cache.get(token);
     if (cached && cached.expiresAtMs > now) return cached.key;
-    const key = await this.keys.findKeyByHash(hash);
+    const key = await this.keys.findKeyByHash(hashKey(token));
     if (key === undefined) {
-      this.#cache.delete(hash);
+      this.#cache.delete(token);
       return undefined;
     }
     // Bounded: drop everything if an unusual number of distinct keys is in use.
     if (this.#cache.size >= 10_000) this.#cache.clear();
-    this.#cache.set(hash, { key, expiresAtMs: now + this.cacheTtlMs });
+    this.#cache.set(token, { key, expiresAtMs: now + this.cacheTtlMs });
     return key;
   }
 }
