@@ -74,6 +74,17 @@ describe('client errors', () => {
     });
   }
 
+  test('a 400 names every problem of the body at once, in words', async () => {
+    const res = await call(server, 'POST', '/v1/pets', { key, body: { name: '  ', id: 5 } });
+    const err = errorOf(res, 400, 'invalid_request');
+    assert.deepEqual(err.details, [
+      { field: 'categoryId', problem: 'is required' },
+      { field: 'id', problem: 'is not a field of this resource' },
+      { field: 'name', problem: 'must not be only white space' },
+    ]);
+    assert.equal(err.message, 'Invalid body: categoryId is required; id is not a field of this resource; name must not be only white space');
+  });
+
   test('a body over 64 KiB is a 413', async () => {
     const res = await call(server, 'POST', '/v1/pets', { key, body: JSON.stringify({ name: 'a', categoryId: 1, pad: 'x'.repeat(70_000) }) });
     errorOf(res, 413, 'payload_too_large');

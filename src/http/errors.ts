@@ -64,6 +64,7 @@ function validationDetails(errors: readonly AjvLikeError[], part: string): Error
     if (e.keyword === 'additionalProperties') {
       return { field: joinField(path, String(e.params.additionalProperty)), problem: 'is not a field of this resource' };
     }
+    if (e.keyword === 'pattern' && e.params.pattern === '\\S') return { field: path, problem: 'must not be only white space' };
     return { field: path || part, problem: e.message ?? 'is invalid' };
   });
 }
