@@ -4,6 +4,7 @@
  * Usage: node --import tsx bench/server.ts PORT DB_PATH memory|unlimited
  */
 import { buildApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
 import type { LimitDecision, RateLimiter, WindowLimit } from '../src/limits/limiter.js';
 import { MemoryRateLimiter } from '../src/limits/memory.js';
 import { openSqliteStore } from '../src/storage/sqlite/store.js';
@@ -24,15 +25,7 @@ const [port, path, limiterName] = process.argv.slice(2);
 const store = openSqliteStore({ path: path!, synchronous: 'normal' });
 const limiter = limiterName === 'unlimited' ? new UnlimitedRateLimiter() : new MemoryRateLimiter();
 const app = await buildApp(
-  {
-    environment: 'production',
-    logLevel: 'warn',
-    trustProxy: false,
-    keyCacheTtlMs: 2000,
-    anonymousPerMinute: 60,
-    banThreshold: 20,
-    banDurationSeconds: 900,
-  },
+  { ...loadConfig({}), logLevel: 'warn' },
   { store, limiter },
 );
 await app.listen({ port: Number(port), host: '127.0.0.1' });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type AppConfig, type Clock } from '../src/app.js';
 import { createKey } from '../src/cli/keys.js';
+import { loadConfig } from '../src/config.js';
 import type { Environment } from '../src/domain/api-key.js';
 import { createLogger } from '../src/logger.js';
 import { openSqliteStore } from '../src/storage/sqlite/store.js';
@@ -64,14 +65,10 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}, option
   const { store, databaseUrl, drop } = await openEngineStore(dir, options.databaseOf);
   const { limiter, cleanup } = await limiterForEngine();
   const clock = new FakeClock();
+  // The defaults of a server started with no environment, quiet unless a test asks for the log.
   const config: AppConfig = {
-    environment: 'production',
+    ...loadConfig({}),
     logLevel: 'silent',
-    trustProxy: false,
-    keyCacheTtlMs: 2000,
-    anonymousPerMinute: 60,
-    banThreshold: 20,
-    banDurationSeconds: 900,
     ...overrides,
   };
   const logger = options.onLog ? createLogger(config.logLevel, { write: (line: string) => options.onLog!(line) }) : undefined;
