@@ -129,9 +129,9 @@ async function startPinned(name: string, command: string, args: string[], env: R
   return { name, url: new URL(readyUrl).origin, child };
 }
 
-async function startService(name: string, dataset: Dataset, redis: boolean): Promise<Server> {
+async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
   const port = nextPort++;
-  const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn' };
+  const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', ...extra };
   if (redis) Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `petstore-bench-${process.pid}-${port}` });
   return startPinned(name, process.execPath, ['dist/cli/main.js', 'serve'], env, `http://127.0.0.1:${port}/healthz`);
 }
@@ -230,6 +230,9 @@ async function main(): Promise<void> {
   const s1k = track(await startService('sqlite-1k', data.sqlite1k, false));
   const s1m = track(await startService('sqlite-1m', data.sqlite1m, false));
   const sPost = track(await startService('sqlite-post', data.sqlitePost, false));
+  // The same data without the finished-page cache, to show what the cache is worth in this run.
+  const s1kNoCache = track(await startService('sqlite-1k-no-cache', data.sqlite1k, false, { PAGE_CACHE_SIZE: '0' }));
+  const s1mNoCache = track(await startService('sqlite-1m-no-cache', data.sqlite1m, false, { PAGE_CACHE_SIZE: '0' }));
 
   const scenarios: Scenario[] = [
     { label: 'ceiling: node:http, 20 pets from memory', server: ceiling, path: '/' },
@@ -242,6 +245,9 @@ async function main(): Promise<void> {
     { label: 'SQLite 1M: GET /v1/pets?limit=20', server: s1m, path: '/v1/pets?limit=20', key: data.sqlite1m.key },
     { label: 'SQLite 1M: GET /v1/pets?status=sold&limit=20', server: s1m, path: '/v1/pets?status=sold&limit=20', key: data.sqlite1m.key },
     { label: 'SQLite 1M: deep page by cursor', server: s1m, path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`, key: data.sqlite1m.key },
+    { label: 'SQLite 1k, no page cache: GET /v1/pets?limit=20', server: s1kNoCache, path: '/v1/pets?limit=20', key: data.sqlite1k.key },
+    { label: 'SQLite 1M, no page cache: GET /v1/pets?limit=20', server: s1mNoCache, path: '/v1/pets?limit=20', key: data.sqlite1m.key },
+    { label: 'SQLite 1M, no page cache: deep page by cursor', server: s1mNoCache, path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`, key: data.sqlite1m.key },
   ];
   if (data.pg1k && data.pg1m && data.pgPost) {
     const g1k = track(await startService('postgres-1k', data.pg1k, true));

@@ -42,7 +42,14 @@ export interface AppDeps {
 
 export type AppConfig = Pick<
   Config,
-  'environment' | 'logLevel' | 'trustProxy' | 'keyCacheTtlMs' | 'anonymousPerMinute' | 'banThreshold' | 'banDurationSeconds'
+  | 'environment'
+  | 'logLevel'
+  | 'trustProxy'
+  | 'keyCacheTtlMs'
+  | 'anonymousPerMinute'
+  | 'banThreshold'
+  | 'banDurationSeconds'
+  | 'pageCacheSize'
 >;
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -101,7 +108,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
 
   await registerOpenApi(app);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
-  await app.register(listPets, { pets: deps.store, cursors });
+  await app.register(listPets, { pets: deps.store, cursors, pageCacheSize: config.pageCacheSize });
   await app.register(createPet, { pets: deps.store });
   await app.register(getPet, { pets: deps.store, now });
   await app.register(methodNotAllowed);

@@ -27,6 +27,8 @@ export interface Config {
   /** Refused (429) requests of a key within one minute window that earn it a temporary ban. */
   banThreshold: number;
   banDurationSeconds: number;
+  /** Finished list pages kept serialised in memory on engines where they are final (0 turns it off). */
+  pageCacheSize: number;
 }
 
 export class ConfigError extends Error {}
@@ -121,5 +123,6 @@ export function loadConfig(env: Env): Readonly<Config> {
     anonymousPerMinute: integer(env, 'ANONYMOUS_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
     banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
     banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
+    pageCacheSize: integer(env, 'PAGE_CACHE_SIZE', 1000, 0, 1_000_000),
   });
 }

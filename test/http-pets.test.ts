@@ -152,7 +152,24 @@ describe('listing', () => {
     );
   });
 
-  test('unknown query parameters are ignored', async () => {
+  test('the last page grows with new pets, while a finished page answers the same every time', async () => {
+    const finished = await call(server, 'GET', '/v1/pets?limit=5', { key });
+    const again = await call(server, 'GET', '/v1/pets?limit=5', { key });
+    assert.equal(again.text, finished.text);
+    assert.equal(again.headers.get('link'), finished.headers.get('link'));
+    assert.match(again.headers.get('content-type')!, /^application\/json/);
+    assert.ok(again.headers.get('x-ratelimit-remaining'));
+
+    const total = (await call(server, 'GET', '/v1/pets?limit=100', { key })).json.length;
+    const lastPage = `/v1/pets?limit=100`;
+    assert.equal((await call(server, 'GET', lastPage, { key })).headers.get('link'), null);
+    const added = await call(server, 'POST', '/v1/pets', { key, body: { name: 'newest', categoryId: 1 } });
+    const grown = await call(server, 'GET', lastPage, { key });
+    assert.equal(grown.json.length, total + 1);
+    assert.equal(grown.json.at(-1).id, added.json.id);
+  });
+
+    test('unknown query parameters are ignored', async () => {
     const res = await call(server, 'GET', '/v1/pets?limit=2&sort=desc&foo=bar', { key });
     assert.equal(res.status, 200);
     assert.equal(res.json.length, 2);

@@ -26,6 +26,13 @@ export interface NewApiKey {
 }
 
 export interface PetStore {
+  /**
+   * True when a list page that already has a next page can never change: ids are committed in
+   * increasing order and pets are never updated or deleted. SQLite serialises its writers, so it
+   * holds there; PostgreSQL sequences hand out ids before commit and transactions may commit out of
+   * order, so a gap can still fill in there.
+   */
+  readonly fullPagesAreFinal: boolean;
   /** Commits before resolving: a resolved pet is durable. */
   createPet(pet: NewPet): Promise<Pet>;
   getPet(id: bigint): Promise<Pet | undefined>;

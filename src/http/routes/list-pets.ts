@@ -3,15 +3,19 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CursorCodec } from '../../domain/cursor.js';
 import type { PetStore } from '../../storage/store.js';
 import { ApiError } from '../errors.js';
+import { PageCache } from '../page-cache.js';
 import { COMMON_ERRORS, errors, json } from '../responses.js';
 import { ListPetsQuery } from '../schemas.js';
 
 export interface ListPetsDeps {
   pets: PetStore;
   cursors: CursorCodec;
+  /** How many finished pages to keep serialised (0: none); used only where pages are final. */
+  pageCacheSize: number;
 }
 
-export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors }) => {
+export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors, pageCacheSize }) => {
+  const finished = new PageCache(pets.fullPagesAreFinal ? pageCacheSize : 0);
   app.get(
     '/v1/pets',
     {
@@ -49,16 +53,21 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
         }
         afterId = position.afterId;
       }
+      const cacheKey = `${status ?? ''}:${afterId ?? 0n}:${limit}`;
+      const cached = finished.get(cacheKey);
+      if (cached) return reply.header('Link', cached.link).type('application/json; charset=utf-8').send(cached.body);
+
       // One extra row tells whether a next page exists without a second query.
       const page = await pets.listPets({ status, afterId, limit: limit + 1 });
-      if (page.length > limit) {
-        page.length = limit;
-        const next = new URLSearchParams({ limit: String(limit) });
-        if (status) next.set('status', status);
-        next.set('cursor', cursors.encode({ afterId: page[limit - 1]!.id, status }));
-        reply.header('Link', `</v1/pets?${next}>; rel="next"`);
-      }
-      return page;
+      if (page.length <= limit) return page;
+      page.length = limit;
+      const next = new URLSearchParams({ limit: String(limit) });
+      if (status) next.set('status', status);
+      next.set('cursor', cursors.encode({ afterId: page[limit - 1]!.id, status }));
+      const link = `</v1/pets?${next}>; rel="next"`;
+      const body = reply.serialize(page) as string; // the route's JSON serializer yields text
+      finished.set(cacheKey, { body, link });
+      return reply.header('Link', link).type('application/json; charset=utf-8').send(body);
     },
   );
 };

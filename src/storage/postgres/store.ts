@@ -78,6 +78,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
 
   return {
     engine: 'postgres',
+    fullPagesAreFinal: false,
 
     async createPet(pet: NewPet): Promise<Pet> {
       const token = randomUUID();

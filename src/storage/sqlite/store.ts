@@ -58,6 +58,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
 
   return {
     engine: 'sqlite',
+    fullPagesAreFinal: true,
 
     async createPet(pet: NewPet): Promise<Pet> {
       return toPet(insertPet.get(pet.name, pet.categoryId, pet.status) as PetRow);
