@@ -9,7 +9,8 @@
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (64), BENCH_POSTGRES_URL
  * (postgres://postgres@127.0.0.1:5432/postgres), BENCH_REDIS_URL (redis://127.0.0.1:6379),
- * BENCH_SKIP_POSTGRES=1 to leave PostgreSQL + Redis out.
+ * BENCH_SKIP_POSTGRES=1 to leave PostgreSQL + Redis out, BENCH_ONLY=<regex> to run only the scenarios
+ * whose label matches (the ceiling always runs), for quick comparisons while working.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -129,11 +130,17 @@ async function startPinned(name: string, command: string, args: string[], env: R
   return { name, url: new URL(readyUrl).origin, child };
 }
 
+/**
+ * The service runs as `npm start` and the `petstore` command run it: with V8's young generation capped
+ * at 4 MiB per semi-space, which lowers peak RSS by about 25 MiB at no measured cost in throughput.
+ */
+const SERVICE_NODE_FLAGS = ['--max-semi-space-size=4'];
+
 async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
   const port = nextPort++;
   const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', ...extra };
   if (redis) Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `petstore-bench-${process.pid}-${port}` });
-  return startPinned(name, process.execPath, ['dist/cli/main.js', 'serve'], env, `http://127.0.0.1:${port}/healthz`);
+  return startPinned(name, process.execPath, [...SERVICE_NODE_FLAGS, 'dist/cli/main.js', 'serve'], env, `http://127.0.0.1:${port}/healthz`);
 }
 
 /** Peak resident memory of a process (VmHWM), in MiB. */
@@ -266,6 +273,10 @@ async function main(): Promise<void> {
     console.log('PostgreSQL or Redis not reachable (or BENCH_SKIP_POSTGRES=1): their rows are left out.');
   }
 
+  if (process.env.BENCH_ONLY) {
+    const only = new RegExp(process.env.BENCH_ONLY);
+    scenarios.splice(1, scenarios.length, ...scenarios.slice(1).filter((s) => only.test(s.label)));
+  }
   for (const s of scenarios) wrk(s, 1); // warm-up: JIT, caches, connection pools
   const samples = new Map<Scenario, Sample[]>(scenarios.map((s) => [s, []]));
   for (let round = 0; round < ROUNDS; round++) {
@@ -314,7 +325,7 @@ async function main(): Promise<void> {
   check('p50 at 1M ≤ 1.3 × p50 at 1k', lat1m && lat1k ? lat1m / lat1k : undefined, (v) => v <= 1.3, (v) => `${v.toFixed(2)} ×`);
   const services = [...result].filter(([l]) => /SQLite|PostgreSQL/.test(l));
   check('no non-2xx answers under load', services.reduce((a, [, r]) => a + r.non2xx, 0), (v) => v === 0, String);
-  check('peak RSS < 150 MiB', Math.max(...services.map(([, r]) => r.rss)), (v) => v < 150, (v) => `${v.toFixed(0)} MiB`);
+  check('peak RSS < 150 MiB', Math.max(...services.map(([, r]) => r.rss)), (v) => v < 150, (v) => `${v.toFixed(1)} MiB`);
   lines.push('', '| Budget | Measured | Met |', '|---|---:|---|', ...budget.map(([l, ok, v]) => `| ${l} | ${v} | ${ok === undefined ? '–' : ok ? 'yes' : 'NO'} |`));
 
   console.log('\n' + lines.join('\n'));

@@ -4,14 +4,21 @@
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Socket } from 'node:net';
 import type { Config } from './config.js';
 import { CursorCodec } from './domain/cursor.js';
 import { KeyAuthenticator } from './http/authenticate.js';
-import { answerClientError, answerFrameworkError, ApiError, installErrorHandling, sendError } from './http/errors.js';
+import { answerClientError, answerConnect, answerFrameworkError, ApiError, installErrorHandling, sendError } from './http/errors.js';
+import { installDraining } from './http/draining.js';
+import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { installGuard } from './http/guard.js';
+import { createNodeServer, type TlsFiles } from './http/node-server.js';
+import { installObservation } from './http/observe.js';
+import { installSecurityHeaders } from './http/security-headers.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { registerOpenApi, serveOpenApi } from './http/openapi.js';
 import { createPet } from './http/routes/create-pet.js';
+import { docs } from './http/routes/docs.js';
 import { getPet } from './http/routes/get-pet.js';
 import { health } from './http/routes/health.js';
 import { listPets } from './http/routes/list-pets.js';
@@ -38,6 +45,8 @@ export interface AppDeps {
   /** The JSON logger; one at config.logLevel on standard output when omitted. */
   logger?: FastifyBaseLogger;
   metrics?: Metrics;
+  /** Certificate and key for the built-in HTTPS listener; plain HTTP without them. */
+  tls?: TlsFiles;
 }
 
 export type AppConfig = Pick<
@@ -50,29 +59,66 @@ export type AppConfig = Pick<
   | 'banThreshold'
   | 'banDurationSeconds'
   | 'pageCacheSize'
+  | 'headersTimeoutMs'
+  | 'requestTimeoutMs'
+  | 'keepAliveTimeoutMs'
+  | 'maxConnections'
+  | 'metricsToken'
+  | 'corsOrigins'
 >;
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
-/** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
-const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
+
+/**
+ * Slow and abusive clients: a connection must deliver its headers within headersTimeoutMs and its
+ * whole request within requestTimeoutMs (else 408 and close), and connections beyond maxConnections
+ * are closed as they arrive, so partial requests cannot pile up without bound.
+ */
+function limitConnections(app: FastifyInstance, config: AppConfig): void {
+  if (config.maxConnections > 0) app.server.maxConnections = config.maxConnections;
+  app.server.on('connect', (_request, socket) => answerConnect(socket as Socket));
+}
 
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock;
+  const metrics = deps.metrics ?? createMetrics();
+  if (deps.store.poolStats) metrics.watchPool(() => deps.store.poolStats!());
   const now = () => clock.now();
   const app = Fastify({
     loggerInstance: deps.logger ?? createLogger(config.logLevel),
     // One line per request is written by the onResponse hook below instead of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     // A hop count is accepted at run time (proxy-addr) though the type leaves it out.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: BODY_LIMIT_BYTES,
-    return503OnClosing: true,
+    // What a client under load sees while the server shuts down: every request already received is
+    // served, never refused with 503, and its answer carries `Connection: close` so the client
+    // reconnects elsewhere; idle kept-alive connections are closed when the listener closes
+    // ('idle'), after a drain during which every answer carried `Connection: close`. A 503 here
+    // would fail requests a client had every reason to send. Order and bounds: shutdown.ts.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    serverFactory: (handler) =>
+      createNodeServer(handler, {
+        headersTimeoutMs: config.headersTimeoutMs,
+        requestTimeoutMs: config.requestTimeoutMs,
+        keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+        tls: deps.tls,
+      }),
     exposeHeadRoutes: true,
     clientErrorHandler: answerClientError,
+    requestIdHeader: false, // taken only when safe, by requestIdOf
+    genReqId: requestIdOf,
     frameworkErrors: answerFrameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  limitConnections(app, config);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+  });
+  installDraining(app);
+  installSecurityHeaders(app, config.corsOrigins);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   installValidation(app);
   installJsonBodyParser(app);
@@ -90,29 +136,18 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     }),
     now,
     anonymousPerMinute: config.anonymousPerMinute,
+    metrics,
   });
-  app.addHook('onResponse', async (request, reply) => {
-    if (!VERBOSE_LEVELS.has(request.log.level)) return;
-    request.log.info(
-      {
-        method: request.method,
-        route: request.routeOptions.url ?? null,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        keyId: request.apiKey?.id ?? null,
-        client: request.ip,
-      },
-      'request',
-    );
-  });
+  installObservation(app, metrics);
 
   await registerOpenApi(app);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
   await app.register(listPets, { pets: deps.store, cursors, pageCacheSize: config.pageCacheSize });
-  await app.register(createPet, { pets: deps.store });
+  await app.register(createPet, { pets: deps.store, now });
   await app.register(getPet, { pets: deps.store, now });
   await app.register(methodNotAllowed);
-  await app.register(health, { store: deps.store, metrics: deps.metrics ?? createMetrics() });
+  await app.register(docs);
+  await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });
   serveOpenApi(app);
   return app;
 }

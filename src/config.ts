@@ -29,6 +29,24 @@ export interface Config {
   banDurationSeconds: number;
   /** Finished list pages kept serialised in memory on engines where they are final (0 turns it off). */
   pageCacheSize: number;
+  /** Longest wait for a request's headers; slow or silent connections are closed with 408 after it. */
+  headersTimeoutMs: number;
+  /** Longest wait for a whole request (headers and body). */
+  requestTimeoutMs: number;
+  /** How long an idle kept-alive connection stays open; longer than the idle timeout of a proxy in front. */
+  keepAliveTimeoutMs: number;
+  /** Open connections beyond this are closed at once (0: no cap). */
+  maxConnections: number;
+  /** On SIGTERM, how long to keep serving with Connection: close before the listener closes. */
+  shutdownDrainMs: number;
+  /** Bound on the whole shutdown, signal to exit; connections still open a second before it are cut. */
+  shutdownTimeoutMs: number;
+  /** Certificate and key files for the built-in HTTPS listener (both or neither). */
+  tls: { certPath: string; keyPath: string } | undefined;
+  /** When set, /metrics answers only requests bearing this token. */
+  metricsToken: string | undefined;
+  /** Origins allowed to call the API from browsers (CORS); empty: no CORS headers at all. */
+  corsOrigins: readonly string[] | '*';
 }
 
 export class ConfigError extends Error {}
@@ -124,5 +142,70 @@ export function loadConfig(env: Env): Readonly<Config> {
     banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
     banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
     pageCacheSize: integer(env, 'PAGE_CACHE_SIZE', 1000, 0, 1_000_000),
+    ...timeouts(env),
+    // Longer than the usual proxy idle timeout (60 s), so the proxy, not the server, ends idle
+    // connections and never sends a request on one the server is closing.
+    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 1000, 600_000),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', 10_000, 0, 1_000_000),
+    ...shutdownTimings(env),
+    tls: tls(env.TLS_CERT, env.TLS_KEY),
+    metricsToken: metricsToken(env.METRICS_TOKEN),
+    corsOrigins: corsOrigins(env.CORS_ORIGINS),
   });
+}
+
+function tls(cert: string | undefined, key: string | undefined): Config['tls'] {
+  const certPath = cert || undefined;
+  const keyPath = key || undefined;
+  if (!certPath && !keyPath) return undefined;
+  if (!certPath || !keyPath) throw new ConfigError('TLS_CERT and TLS_KEY must be set together (PEM files), or neither');
+  return { certPath, keyPath };
+}
+
+function metricsToken(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^[\x21-\x7e]{16,256}$/.test(raw)) throw new ConfigError('METRICS_TOKEN must be 16 to 256 printable ASCII characters without spaces');
+  return raw;
+}
+
+function corsOrigins(raw: string | undefined): readonly string[] | '*' {
+  if (raw === undefined || raw.trim() === '') return [];
+  if (raw.trim() === '*') return '*';
+  const origins = raw.split(',').map((o) => o.trim());
+  for (const origin of origins) {
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin) {
+      throw new ConfigError(`CORS_ORIGINS must be * or a comma-separated list of origins like https://app.example.com, got "${origin}"`);
+    }
+  }
+  return Object.freeze(origins);
+}
+
+function timeouts(env: Env): { headersTimeoutMs: number; requestTimeoutMs: number } {
+  const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 300_000);
+  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000);
+  // Node refuses a headers timeout longer than the request timeout it is part of.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  return { headersTimeoutMs, requestTimeoutMs };
+}
+
+/** Time a shutdown keeps after draining: a second for requests in flight, a second to close storage. */
+const SHUTDOWN_AFTER_DRAIN_MS = 2000;
+
+function shutdownTimings(env: Env): { shutdownDrainMs: number; shutdownTimeoutMs: number } {
+  const shutdownDrainMs = integer(env, 'SHUTDOWN_DRAIN_MS', 1000, 0, 60_000);
+  const shutdownTimeoutMs = integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 2000, 120_000);
+  if (shutdownDrainMs + SHUTDOWN_AFTER_DRAIN_MS > shutdownTimeoutMs) {
+    throw new ConfigError(
+      `SHUTDOWN_DRAIN_MS (${shutdownDrainMs}) must be at least ${SHUTDOWN_AFTER_DRAIN_MS} less than SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs})`,
+    );
+  }
+  return { shutdownDrainMs, shutdownTimeoutMs };
 }

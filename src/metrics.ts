@@ -1,13 +1,69 @@
 /**
  * Prometheus metrics (prom-client), one registry per app so tests and several apps in one process
- * never share counters.
+ * never share counters. Labels never carry a key, a hash or a URL with credentials: operations,
+ * statuses, plans and key ids only.
  */
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
 
 export function createMetrics() {
   const registry = new Registry();
+  let poolStats: (() => PoolStats) | undefined;
   return {
     registry,
+    /** Where database pool figures come from (engines with a pool only). */
+    watchPool(stats: () => PoolStats) {
+      poolStats = stats;
+    },
+    requests: new Counter({
+      name: 'petstore_http_requests_total',
+      help: 'Answered requests by operation (operationId, or the route for probes; "unmatched" when no route matched) and status.',
+      labelNames: ['operation', 'status'] as const,
+      registers: [registry],
+    }),
+    latency: new Histogram({
+      name: 'petstore_http_request_duration_seconds',
+      help: 'Time from receiving a request to finishing its answer, by operation.',
+      labelNames: ['operation'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: 'petstore_ratelimit_refusals_total',
+      help: 'Requests refused with 429 rate_limited, by plan ("anonymous" for requests without a valid key).',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
+    bans: new Counter({
+      name: 'petstore_bans_total',
+      help: 'Temporary bans placed on keys for sending on after 429s, by plan.',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
+    deprecatedCalls: new Counter({
+      name: 'petstore_deprecated_calls_total',
+      help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by key id: who to warn.',
+      labelNames: ['operation', 'key_id'] as const,
+      registers: [registry],
+    }),
+    pool: new Gauge({
+      name: 'petstore_db_pool_connections',
+      help: 'Database pool connections by state: total, idle, and requests waiting for one (PostgreSQL only).',
+      labelNames: ['state'] as const,
+      registers: [registry],
+      collect() {
+        if (!poolStats) return;
+        const stats = poolStats();
+        this.set({ state: 'total' }, stats.total);
+        this.set({ state: 'idle' }, stats.idle);
+        this.set({ state: 'waiting' }, stats.waiting);
+      },
+    }),
     limiterFallbacks: new Counter({
       name: 'petstore_ratelimit_fallback_total',
       help: 'Rate-limit decisions taken by the in-memory fallback because Redis was unreachable.',

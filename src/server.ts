@@ -1,27 +1,42 @@
 /**
  * Runs the service: opens storage and the limiter a Config names, builds the app, listens, and on
- * SIGTERM or SIGINT stops accepting, lets in-flight requests finish, closes storage and exits 0.
+ * SIGTERM or SIGINT shuts down gracefully (see shutdown.ts): drains for SHUTDOWN_DRAIN_MS, stops
+ * accepting, lets in-flight requests finish, closes storage and the limiter, and exits 0 within
+ * SHUTDOWN_TIMEOUT_MS.
  */
+import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
+import type { TlsFiles } from './http/node-server.js';
 import { MemoryRateLimiter } from './limits/memory.js';
-import { RedisRateLimiter } from './limits/redis.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
+import { shutDownGracefully } from './shutdown.js';
 import { openStore } from './storage/open.js';
 
-/** Longest a graceful close may take before the process exits anyway. */
-const CLOSE_DEADLINE_MS = 10_000;
+/** Reads the TLS files at start, so a missing or unreadable one stops the server with one clear line. */
+function readTls(config: Readonly<Config>): TlsFiles | undefined {
+  if (!config.tls) return undefined;
+  const read = (name: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new ConfigError(`${name} cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  };
+  return { cert: read('TLS_CERT', config.tls.certPath), key: read('TLS_KEY', config.tls.keyPath) };
+}
 
 export async function startServer(config: Readonly<Config>): Promise<FastifyInstance> {
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics();
   const store = await openStore(config);
+  // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
   const limiter = config.redisUrl
-    ? new RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
+    ? new (await import('./limits/redis.js')).RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
     : new MemoryRateLimiter();
-  const app = await buildApp(config, { store, limiter, logger, metrics });
+  const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {
     await limiter.close();
     await store.close();
@@ -32,14 +47,20 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
+    const signalledAt = Date.now();
     app.log.info({ signal }, 'shutting down');
-    const deadline = setTimeout(() => {
+    // The graceful path cuts the last connections a second before this; only storage or the limiter
+    // hanging on close reaches it.
+    const hardExit = setTimeout(() => {
       app.log.error('graceful shutdown timed out');
       process.exit(1);
-    }, CLOSE_DEADLINE_MS);
-    deadline.unref();
-    app.close().then(
-      () => process.exit(0),
+    }, config.shutdownTimeoutMs);
+    hardExit.unref();
+    shutDownGracefully(app, { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs }, signalledAt).then(
+      () => {
+        app.log.info({ ms: Date.now() - signalledAt }, 'shut down');
+        process.exit(0);
+      },
       (err: unknown) => {
         app.log.error({ err }, 'error while shutting down');
         process.exit(1);

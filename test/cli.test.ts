@@ -142,6 +142,7 @@ interface ListedKey {
   createdAt: string;
   revokedAt: string | null;
   bannedUntil: string | null;
+  expiresAt: string | null;
 }
 
 async function createKeyJson(env: NodeJS.ProcessEnv, args: string[] = ['--plan', 'free']): Promise<CreatedKey> {
@@ -237,13 +238,13 @@ test('keys list shows created keys by prefix, as a table and as JSON, and never 
 
     const [table, json] = await Promise.all([ok(['keys', 'list'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
     const lines = table.stdout.trimEnd().split('\n');
-    assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+LABEL$/);
+    assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+EXPIRES\s+LABEL$/);
     assert.equal(lines.length, 3, table.stdout);
     const freeLine = lines.find((l) => l.startsWith(free.id));
     const businessLine = lines.find((l) => l.startsWith(business.id));
     assert.ok(freeLine, table.stdout);
     assert.ok(businessLine, table.stdout);
-    assert.match(freeLine, new RegExp(`${free.prefix}…\\s+production\\s+free\\s+60\\s+1000\\s+active\\s+\\S+\\s+first$`));
+    assert.match(freeLine, new RegExp(`${free.prefix}…\\s+production\\s+free\\s+60\\s+1000\\s+active\\s+\\S+\\s+never\\s+first$`));
     assert.match(businessLine, new RegExp(`${business.prefix}…\\s+production\\s+business\\s+1000\\s+100000\\s+active`));
 
     const rows = JSON.parse(lastLine(json.stdout)) as ListedKey[];
@@ -293,6 +294,48 @@ test('keys revoke ID revokes once; revoking again or an unknown ID exits 1', asy
     await Promise.all([
       fails(['keys', 'revoke', doomed.id], box.env(), new RegExp(`no active key with ID ${doomed.id}`)),
       fails(['keys', 'revoke', 'key_0000000000000000'], box.env(), /no active key with ID key_0000000000000000/),
+    ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// keys rotate, plan, expire
+
+test('keys rotate issues a replacement with the same plan and sets the old key to expire after the grace', async () => {
+  await inSandbox(async (box) => {
+    const old = await createKeyJson(box.env(), ['--plan', 'pro', '--label', 'shop']);
+    const before = Date.now();
+    const rotated = await ok(['keys', 'rotate', old.id, '--grace', '2h', '--json'], box.env());
+    const fresh = JSON.parse(rotated.stdout.trim().split('\n').at(-1)!);
+    assert.match(fresh.key, /^pet_live_/);
+    assert.deepEqual([fresh.plan, fresh.rpm, fresh.label, fresh.replaces], ['pro', old.rpm, 'shop', old.id]);
+    const expiry = Date.parse(fresh.replacedExpiresAt);
+    assert.ok(expiry >= before + 2 * 3_600_000 && expiry <= Date.now() + 2 * 3_600_000);
+    const rows = await listJson(box.env());
+    assert.equal(rows.find((r) => r.id === old.id)!.expiresAt, fresh.replacedExpiresAt);
+    assert.equal(rows.find((r) => r.id === fresh.id)!.expiresAt, null);
+    await Promise.all([
+      fails(['keys', 'rotate', old.id, '--grace', '3 hours'], box.env(), /--grace must be a duration/),
+      fails(['keys', 'rotate', 'key_0000000000000000'], box.env(), /no key with ID key_0000000000000000/),
+    ]);
+  });
+});
+
+test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 1', async () => {
+  await inSandbox(async (box) => {
+    const key = await createKeyJson(box.env());
+    const changed = JSON.parse((await ok(['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '5000', '--rpd', '90000', '--json'], box.env())).stdout);
+    assert.deepEqual([changed.plan, changed.rpm, changed.rpd], ['enterprise', 5000, 90000]);
+    const dated = await ok(['keys', 'expire', key.id, '--at', '2030-01-31T00:00:00Z'], box.env());
+    assert.match(dated.stdout, /expires at 2030-01-31T00:00:00.000Z/);
+    assert.match((await ok(['keys', 'list'], box.env())).stdout, /2030-01-31T00:00:00.000Z/);
+    await ok(['keys', 'expire', key.id, '--never'], box.env());
+    assert.equal((await listJson(box.env())).find((r) => r.id === key.id)!.expiresAt, null);
+    await Promise.all([
+      fails(['keys', 'plan', key.id, '--plan', 'gold'], box.env(), /--plan must be/),
+      fails(['keys', 'expire', key.id, '--at', 'tomorrow'], box.env(), /--at must be an ISO 8601 timestamp/),
+      fails(['keys', 'expire', key.id], box.env(), /exactly one of --at TIMESTAMP and --never/),
+      fails(['keys', 'plan', 'key_0000000000000000', '--plan', 'pro'], box.env(), /no key with ID/),
     ]);
   });
 });
@@ -553,7 +596,7 @@ test('an unknown command or keys subcommand exits 1 with the usage on stderr', a
     const env = box.env();
     const [unknown, unknownKeys] = await Promise.all([
       fails(['frobnicate'], env, /^petstore: unknown command "frobnicate"\n\nUsage:\n {2}petstore serve\n/),
-      fails(['keys', 'rotate'], env, /^petstore: unknown keys command "rotate"\n\nUsage:/),
+      fails(['keys', 'renew'], env, /^petstore: unknown keys command "renew"\n\nUsage:/),
     ]);
     for (const stderr of [unknown, unknownKeys]) {
       assert.match(stderr, /petstore keys create --plan free\|pro\|business\|enterprise/);

@@ -37,7 +37,7 @@ describe('OpenAPI document', () => {
   test('lists every status each operation can answer, with the rate-limit headers on each', () => {
     const expected: Record<string, string[]> = {
       listPets: ['200', '400', '401', '429', '500', '503'],
-      createPet: ['201', '400', '401', '413', '415', '429', '500', '503'],
+      createPet: ['201', '400', '401', '409', '413', '415', '422', '429', '500', '503'],
       getPet: ['200', '400', '401', '404', '410', '429', '500', '503'],
     };
     const ops = [doc.paths['/v1/pets'].get, doc.paths['/v1/pets'].post, doc.paths['/v1/pets/{petId}'].get];

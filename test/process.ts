@@ -39,7 +39,14 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+export interface StartOptions {
+  /** The scheme the server speaks (https with TLS_CERT and TLS_KEY). */
+  scheme?: 'http' | 'https';
+  /** Whether the server answers yet; by default a plain fetch of /healthz. */
+  isReady?: (url: string) => Promise<boolean>;
+}
+
+export async function startServerProcess(env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
     env: cliEnv({ HOST: '127.0.0.1', PORT: String(port), ...env }),
@@ -48,11 +55,12 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.scheme ?? 'http'}://127.0.0.1:${port}`;
+  const isReady = options.isReady ?? (async (u: string) => (await fetch(`${u}/healthz`)).ok);
   const deadline = Date.now() + 15_000;
   for (;;) {
     try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
+      if (await isReady(url)) break;
     } catch {
       // not listening yet
     }

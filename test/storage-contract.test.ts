@@ -11,6 +11,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import { parse } from 'lossless-json';
 import type { Environment } from '../src/domain/api-key.js';
 import type { NewPet, Pet } from '../src/domain/pet.js';
 import type { Plan } from '../src/domain/plans.js';
@@ -337,6 +338,31 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
         };
         const ids = (pets: Pet[]) => pets.map((p) => p.id);
 
+        test('listPetsJson, where an engine offers it, writes the same pages as listPets', () =>
+          withStore(async ({ store }) => {
+            if (!store.listPetsJson) return;
+            await seed(store);
+            await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
+            const asPets = (json: string) =>
+              (parse(json, undefined, (n) => BigInt(n)) as Record<string, unknown>[]).map((p) => ({
+                id: p.id,
+                name: p.name,
+                categoryId: p.categoryId,
+                status: p.status,
+              }));
+            for (const [status, afterId, limit] of [
+              [undefined, undefined, 100], [undefined, undefined, 4], [undefined, 4n, 3], [undefined, 8n, 10],
+              [undefined, 10n, 10], ['sold', undefined, 2], ['sold', 3n, 10], ['pending', 8n, 10],
+            ] as const) {
+              const rows = await store.listPets({ status, afterId, limit: limit + 1 });
+              const page = await store.listPetsJson({ status, afterId, limit });
+              const label = `${status}/${afterId}/${limit}`;
+              assert.deepEqual(asPets(page.json), rows.slice(0, limit), label);
+              assert.equal(page.more, rows.length > limit, label);
+              assert.equal(page.lastId, rows.length >= limit ? rows[limit - 1]!.id : undefined, label);
+            }
+          }));
+
         test('orders by ascending id and returns the stored pets', () =>
           withStore(async ({ store }) => {
             const pets = await seed(store);
@@ -466,6 +492,7 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
               perDay: 2_000_000,
               label: 'ci',
               revokedAt: null,
+              expiresAt: null,
               createdAt: undefined,
             },
           );
@@ -497,6 +524,20 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           const listed = await store.listKeys();
           assert.equal(listed.length, 3);
           assert.deepEqual([...listed].sort(byId), [...created].sort(byId));
+        }));
+
+      test('updateKey changes only what it is given, sets and clears an expiry, and ignores unknown ids', () =>
+        withStore(async ({ store }) => {
+          const key = await store.createKey(newKey());
+          assert.equal(key.expiresAt, null);
+          const replanned = (await store.updateKey(key.id, { plan: 'enterprise', perMinute: 5000, perDay: 90_000 }))!;
+          assert.deepEqual([replanned.plan, replanned.perMinute, replanned.perDay, replanned.expiresAt], ['enterprise', 5000, 90_000, null]);
+          const dated = (await store.updateKey(key.id, { expiresAtMs: 1_900_000_000_000 }))!;
+          assert.deepEqual([dated.plan, dated.expiresAt?.getTime()], ['enterprise', 1_900_000_000_000]);
+          const found = (await store.findKeyByHash(key.id.slice(4).repeat(16)))!;
+          assert.equal(found?.expiresAt?.getTime(), 1_900_000_000_000);
+          assert.equal((await store.updateKey(key.id, { expiresAtMs: null }))!.expiresAt, null);
+          assert.equal(await store.updateKey('key_0000000000000000', { plan: 'pro' }), undefined);
         }));
 
       test('revokeKey returns true once, then false', () =>

@@ -57,6 +57,65 @@ export async function createKey(
   return { key: issued.key, record };
 }
 
+const DURATION_UNITS_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `90s`, `30m`, `24h`, `7d`: a grace period, from 1 second to 365 days. */
+export function parseDuration(name: string, raw: string): number {
+  const match = /^([1-9][0-9]{0,5})([smhd])$/.exec(raw);
+  const ms = match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : NaN;
+  if (!(ms >= 1000 && ms <= 365 * 86_400_000)) throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
+  return ms;
+}
+
+async function existingKey(store: Store, id: string): Promise<ApiKey> {
+  const key = (await store.listKeys()).find((k) => k.id === id);
+  if (!key) throw new UsageError(`no key with ID ${id}`);
+  if (key.revokedAt) throw new UsageError(`key ${id} is revoked`);
+  return key;
+}
+
+/**
+ * A new key with the same environment, plan, limits and label; the old one keeps working for the
+ * grace period (default 24 hours) so clients can switch without an outage, then expires.
+ */
+export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
+  const old = await existingKey(store, id);
+  const graceMs = parseDuration('--grace', graceRaw ?? '24h');
+  const issued = issueKey(old.environment);
+  const record = await store.createKey({
+    id: issued.id,
+    hash: issued.hash,
+    prefix: issued.prefix,
+    environment: old.environment,
+    plan: old.plan,
+    perMinute: old.perMinute,
+    perDay: old.perDay,
+    label: old.label,
+  });
+  const oldExpiry = nowMs + graceMs;
+  // A key already set to expire sooner keeps its earlier date.
+  const expiresAtMs = old.expiresAt && old.expiresAt.getTime() < oldExpiry ? old.expiresAt.getTime() : oldExpiry;
+  const retired = (await store.updateKey(old.id, { expiresAtMs }))!;
+  return { key: issued.key, record, retired };
+}
+
+export async function changePlan(store: Store, id: string, options: CreateKeyOptions): Promise<ApiKey> {
+  await existingKey(store, id);
+  const limits = limitsFor(options);
+  return (await store.updateKey(id, { plan: options.plan as ApiKey['plan'], perMinute: limits.perMinute, perDay: limits.perDay }))!;
+}
+
+export async function setExpiry(store: Store, id: string, at: string | undefined, never: boolean): Promise<ApiKey> {
+  if ((at === undefined) === !never) throw new UsageError('keys expire needs exactly one of --at TIMESTAMP and --never');
+  let expiresAtMs: number | null = null;
+  if (at !== undefined) {
+    expiresAtMs = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(at) ? Date.parse(at) : NaN;
+    if (Number.isNaN(expiresAtMs)) throw new UsageError(`--at must be an ISO 8601 timestamp with a time zone, like 2027-01-31T00:00:00Z, got "${at}"`);
+  }
+  await existingKey(store, id);
+  return (await store.updateKey(id, { expiresAtMs }))!;
+}
+
 export function describeKey(key: ApiKey, banEndMs: number | undefined) {
   return {
     id: key.id,
@@ -68,13 +127,14 @@ export function describeKey(key: ApiKey, banEndMs: number | undefined) {
     label: key.label,
     createdAt: key.createdAt.toISOString(),
     revokedAt: key.revokedAt?.toISOString() ?? null,
+    expiresAt: key.expiresAt?.toISOString() ?? null,
     bannedUntil: banEndMs === undefined ? null : new Date(banEndMs).toISOString(),
   };
 }
 
 export function formatKeyTable(rows: ReturnType<typeof describeKey>[]): string {
   if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';
-  const header = ['ID', 'PREFIX', 'ENV', 'PLAN', 'RPM', 'RPD', 'STATE', 'CREATED', 'LABEL'];
+  const header = ['ID', 'PREFIX', 'ENV', 'PLAN', 'RPM', 'RPD', 'STATE', 'CREATED', 'EXPIRES', 'LABEL'];
   const lines = rows.map((r) => [
     r.id,
     r.prefix + '…',
@@ -84,6 +144,7 @@ export function formatKeyTable(rows: ReturnType<typeof describeKey>[]): string {
     String(r.rpd),
     r.revokedAt ? `revoked ${r.revokedAt}` : r.bannedUntil ? `banned until ${r.bannedUntil}` : 'active',
     r.createdAt,
+    r.expiresAt ?? 'never',
     r.label ?? '',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));

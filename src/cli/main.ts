@@ -1,6 +1,6 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=4
 /**
- * The operator's command line: `petstore serve` and `petstore keys create|list|revoke|unban`.
+ * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
  * itself when the database is new.
  */
@@ -9,12 +9,15 @@ import { ConfigError, loadConfig, type Config } from '../config.js';
 import { openStore } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { startServer } from '../server.js';
-import { createKey, describeKey, formatKeyTable, UsageError } from './keys.js';
+import { changePlan, createKey, describeKey, formatKeyTable, rotateKey, setExpiry, UsageError } from './keys.js';
 
 const USAGE = `Usage:
   petstore serve
   petstore keys create --plan free|pro|business|enterprise [--rpm N --rpd N] [--label TEXT] [--json]
   petstore keys list [--json]
+  petstore keys rotate ID [--grace 24h] [--json]
+  petstore keys plan ID --plan free|pro|business|enterprise [--rpm N --rpd N] [--json]
+  petstore keys expire ID --at 2027-01-31T00:00:00Z | --never [--json]
   petstore keys revoke ID
   petstore keys unban ID
 
@@ -39,6 +42,9 @@ async function keys(config: Config, args: string[]): Promise<void> {
       rpd: { type: 'string' },
       label: { type: 'string' },
       json: { type: 'boolean', default: false },
+      grace: { type: 'string' },
+      at: { type: 'string' },
+      never: { type: 'boolean', default: false },
     },
   });
   const [action, id, ...extra] = positionals;
@@ -54,6 +60,31 @@ async function keys(config: Config, args: string[]): Promise<void> {
         console.log('This is the only time the key is shown; store it now:');
         console.log(key);
       }
+      return;
+    }
+    case 'rotate': {
+      if (!id) throw new UsageError('keys rotate needs a key ID (see petstore keys list)');
+      const { key, record, retired } = await withStore(config, (store) => rotateKey(store, id, values.grace, Date.now()));
+      const out = describeKey(record, undefined);
+      if (values.json) {
+        console.log(JSON.stringify({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
+      } else {
+        console.log(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
+        console.log('This is the only time the key is shown; store it now:');
+        console.log(key);
+      }
+      return;
+    }
+    case 'plan':
+    case 'expire': {
+      if (!id) throw new UsageError(`keys ${action} needs a key ID (see petstore keys list)`);
+      const record = await withStore(config, (store) =>
+        action === 'plan' ? changePlan(store, id, values) : setExpiry(store, id, values.at, values.never),
+      );
+      const out = describeKey(record, undefined);
+      if (values.json) console.log(JSON.stringify(out));
+      else if (action === 'plan') console.log(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
+      else console.log(out.expiresAt ? `${id} expires at ${out.expiresAt}.` : `${id} no longer expires.`);
       return;
     }
     case 'list': {

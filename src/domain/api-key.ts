@@ -27,6 +27,8 @@ export interface ApiKey {
   label: string | null;
   createdAt: Date;
   revokedAt: Date | null;
+  /** When set, the key stops working at this moment (rotation grace periods, dated keys). */
+  expiresAt: Date | null;
 }
 
 export interface IssuedKey {

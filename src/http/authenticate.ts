@@ -41,6 +41,11 @@ export class KeyAuthenticator {
     const key = claimed === undefined ? undefined : await this.#lookup(token);
     if (key === undefined || key.environment !== this.environment) return unauthorized('Invalid API key');
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked');
+    // Checked against the clock on every request, so an expiry takes effect at its moment even
+    // while the key sits in the cache.
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.now()) {
+      return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`);
+    }
     return { key };
   }
 

@@ -2,10 +2,12 @@
  * The one error type of the HTTP layer and the one mapping of every failure, the framework's
  * included, to the spec's Error body {code, message, status}.
  */
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StorageUnavailableError } from '../storage/errors.js';
+import { REQUEST_ID_HEADER } from './request-id.js';
 
 export const ERROR_CODES = {
   invalid_request: 400,
@@ -13,9 +15,11 @@ export const ERROR_CODES = {
   not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,
+  idempotency_key_in_use: 409,
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  idempotency_key_reused: 422,
   request_header_fields_too_large: 431,
   rate_limited: 429,
   key_banned: 429,
@@ -43,9 +47,10 @@ export class ApiError extends Error {
   }
 }
 
-export function errorBody(err: ApiError): Record<string, unknown> {
+export function errorBody(err: ApiError, requestId?: string): Record<string, unknown> {
   const body: Record<string, unknown> = { code: err.code, message: err.message, status: err.status };
   if (err.details?.length) body.details = err.details;
+  if (requestId) body.requestId = requestId;
   return body;
 }
 
@@ -106,7 +111,7 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   if (error.headers) reply.headers(error.headers);
-  return reply.code(error.status).type('application/json').send(errorBody(error));
+  return reply.code(error.status).type('application/json').send(errorBody(error, reply.request.id));
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -133,16 +138,35 @@ export function answerClientError(error: Error & { code?: string }, socket: Sock
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new ApiError('request_timeout', 'The request was not received in time')
         : new ApiError('invalid_request', 'Malformed HTTP request');
-  const body = JSON.stringify(errorBody(apiError));
+  writeErrorAndClose(socket, apiError);
+}
+
+/** Writes an Error answer directly on a socket that never reached the router, then closes it. */
+function writeErrorAndClose(socket: Socket, apiError: ApiError, extraHeaders = ''): void {
+  // No request was parsed, so there is no caller's id to keep: a new one still lets the answer be
+  // matched with the log line.
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorBody(apiError, requestId));
   socket.end(
-    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n` +
+    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n` +
       `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\n\r\n${body}`,
+      `${extraHeaders}Connection: close\r\n\r\n${body}`,
   );
 }
 
+/**
+ * CONNECT (tunnelling) is handed by Node to a separate event, never to the router; without an answer
+ * the socket would just be dropped. It gets a 405 in the Error shape instead.
+ */
+export function answerConnect(socket: Socket): void {
+  if (!socket.writable) return void socket.destroy();
+  writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'Allow: GET, HEAD, POST, OPTIONS\r\n');
+}
+
 /** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
-export function answerFrameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  // No hook runs for these answers: the headers every answer carries are set here.
+  reply.header(REQUEST_ID_HEADER, request.id).header('X-Content-Type-Options', 'nosniff');
   const apiError =
     error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
   void sendError(reply, apiError);

@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ApiKey } from '../domain/api-key.js';
 import type { KeyBans } from '../limits/bans.js';
 import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.js';
+import type { Metrics } from '../metrics.js';
 import type { KeyAuthenticator } from './authenticate.js';
 import { ApiError } from './errors.js';
 import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.js';
@@ -28,6 +29,7 @@ export interface GuardOptions {
   bans: KeyBans;
   now: () => number;
   anonymousPerMinute: number;
+  metrics: Metrics;
 }
 
 export function keyLimits(key: ApiKey): WindowLimit[] {
@@ -61,7 +63,7 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
 const isUnderV1 = (url: string): boolean => url.startsWith('/v1/') || url === '/v1' || url.startsWith('/v1?');
 
 export function installGuard(app: FastifyInstance, options: GuardOptions): void {
-  const { authenticator, limiter, bans, now } = options;
+  const { authenticator, limiter, bans, now, metrics } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
   app.decorateRequest('apiKey', undefined);
 
@@ -76,8 +78,12 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
     const decision = await limiter.consume(`key:${key.id}`, limits, nowMs);
     setHeaders(decision);
     if (!decision.allowed) {
+      metrics.rateLimited.inc({ plan: key.plan });
       const banEnd = await bans.recordRefusal(key.id, nowMs);
-      if (banEnd !== undefined) request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
+      if (banEnd !== undefined) {
+        metrics.bans.inc({ plan: key.plan });
+        request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
+      }
       throw rateLimited(decision, nowMs);
     }
     request.apiKey = key;
@@ -91,7 +97,10 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
     const nowMs = now();
     const decision = await limiter.consume(`addr:${request.ip}`, anonymous, nowMs);
     setHeaders(decision);
-    if (!decision.allowed) throw rateLimited(decision, nowMs);
+    if (!decision.allowed) {
+      metrics.rateLimited.inc({ plan: 'anonymous' });
+      throw rateLimited(decision, nowMs);
+    }
     if (!request.routeOptions.config.public) throw auth.failure;
   });
 }

@@ -39,10 +39,18 @@ export interface ResponseOptions {
   deprecated?: boolean;
 }
 
+const REQUEST_ID: HeaderDoc = {
+  'X-Request-Id': {
+    type: 'string',
+    description: 'The request\'s id: the caller\'s own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service\'s log line for the request.',
+  },
+};
+
 function headersFor(status: number, options: ResponseOptions): HeaderDoc {
   return {
+    ...REQUEST_ID,
     ...RATE_LIMIT_HEADERS,
-    ...(status === 429 || status === 503 ? RETRY_AFTER : {}),
+    ...(status === 429 || status === 503 || status === 409 ? RETRY_AFTER : {}),
     ...(status === 401 ? { 'WWW-Authenticate': { type: 'string', description: 'Always `Bearer realm="petstore"`.' } } : {}),
     ...(status === 405 ? { Allow: { type: 'string', description: 'The methods this path supports.' } } : {}),
     ...(options.deprecated ? DEPRECATION_HEADERS : {}),
@@ -63,6 +71,8 @@ const ERROR_MEANINGS: Record<number, string> = {
   401: 'Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`).',
   404: 'No such resource (code `not_found`).',
   405: 'Method not supported on this path (code `method_not_allowed`); `Allow` lists the supported ones.',
+  409: 'A request with the same `Idempotency-Key` is still in progress (code `idempotency_key_in_use`); retry after `Retry-After` seconds.',
+  422: 'The `Idempotency-Key` was already used with a different request body (code `idempotency_key_reused`).',
   410: 'The operation has passed its sunset date and is removed (code `gone`).',
   413: 'Request body larger than 64 KiB (code `payload_too_large`).',
   415: 'Request body is not `application/json` (code `unsupported_media_type`).',

@@ -65,6 +65,9 @@ export const ErrorBody = Type.Object(
         { description: 'For validation errors: each field and what is wrong with it.' },
       ),
     ),
+    requestId: Type.Optional(
+      Type.String({ description: 'The request\'s id, also in the `X-Request-Id` response header: quote it when asking for support.' }),
+    ),
   },
   { $id: 'Error', additionalProperties: false },
 );

@@ -68,6 +68,8 @@ export class RedisRateLimiter implements RateLimiter {
       commandTimeout: timeoutMs,
       connectTimeout: 1000,
       retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+      // Concurrent requests' scripts leave in one write: fewer syscalls on both sides under load.
+      enableAutoPipelining: true,
     }) as Redis & { petstoreLimit: LimitCommand };
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
     this.#redis.on('error', () => undefined); // reported through #degrade on the request path

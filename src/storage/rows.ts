@@ -29,6 +29,7 @@ export interface ApiKeyRow {
   label: string | null;
   created_at: number | bigint | string | Date;
   revoked_at: number | bigint | string | Date | null;
+  expires_at: number | bigint | string | null;
 }
 
 const toDate = (v: number | bigint | string | Date): Date => (v instanceof Date ? v : new Date(Number(v)));
@@ -44,5 +45,6 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     label: row.label,
     createdAt: toDate(row.created_at),
     revokedAt: row.revoked_at === null ? null : toDate(row.revoked_at),
+    expiresAt: row.expires_at === null || row.expires_at === undefined ? null : toDate(row.expires_at),
   };
 }

@@ -38,6 +38,57 @@ export interface PetStore {
   getPet(id: bigint): Promise<Pet | undefined>;
   /** Pets in ascending id order. */
   listPets(query: ListPetsQuery): Promise<Pet[]>;
+  /**
+   * The same page as listPets, already written as the response's JSON array by the database: offered
+   * by engines where turning rows into objects and back into JSON costs more than the query itself.
+   */
+  listPetsJson?(query: ListPetsQuery): Promise<PetPageJson>;
+}
+
+export interface PetPageJson {
+  /** The JSON array of at most `limit` pets, in the response's field names. */
+  json: string;
+  /** The id of the last pet in the page, when the page is full. */
+  lastId: bigint | undefined;
+  /** Whether pets exist after this page. */
+  more: boolean;
+}
+
+/** What a request with an Idempotency-Key finds when it claims that key. */
+export type IdempotencyClaim =
+  | { state: 'claimed' }
+  | { state: 'in_flight' }
+  | { state: 'mismatch' }
+  | { state: 'done'; response: StoredResponse };
+
+export interface StoredResponse {
+  status: number;
+  body: string;
+  location: string;
+}
+
+export interface IdempotencyScope {
+  /** The API key's id: idempotency keys are scoped to the caller. */
+  keyId: string;
+  idempotencyKey: string;
+}
+
+/**
+ * Idempotent creates (the IETF Idempotency-Key draft). A claim is a durable row shared by every
+ * instance: the first request for a key and caller claims it; the create and the stored response are
+ * then committed in one transaction with the pet, so a retry after any failure either finds the
+ * response or is free to create.
+ */
+export interface IdempotencyStore {
+  /**
+   * Claims the key for a request whose payload hashes to requestHash. Claims older than expiresAfterMs
+   * are forgotten; an unfinished claim older than staleAfterMs (its request died) is taken over.
+   */
+  claimIdempotencyKey(scope: IdempotencyScope, requestHash: string, nowMs: number, expiresAfterMs: number, staleAfterMs: number): Promise<IdempotencyClaim>;
+  /** Creates the pet and stores the response render(pet) gives, in one transaction. */
+  createPetIdempotently(scope: IdempotencyScope, pet: NewPet, render: (pet: Pet) => StoredResponse): Promise<StoredResponse>;
+  /** Drops an unfinished claim whose request failed, so a retry may create. */
+  releaseIdempotencyKey(scope: IdempotencyScope): Promise<void>;
 }
 
 export interface KeyStore {
@@ -46,6 +97,15 @@ export interface KeyStore {
   listKeys(): Promise<ApiKey[]>;
   /** True when a key with that id existed and was not already revoked. */
   revokeKey(id: string): Promise<boolean>;
+  /** Changes a key's plan and limits, or its expiry (epoch ms; null: never); undefined when no such key. */
+  updateKey(id: string, changes: KeyChanges): Promise<ApiKey | undefined>;
+}
+
+export interface KeyChanges {
+  plan?: Plan;
+  perMinute?: number;
+  perDay?: number;
+  expiresAtMs?: number | null;
 }
 
 export interface Ban {
@@ -63,11 +123,13 @@ export interface BanStore {
   liftBan(keyId: string, nowMs: number): Promise<boolean>;
 }
 
-export interface Store extends PetStore, KeyStore, BanStore {
+export interface Store extends PetStore, KeyStore, BanStore, IdempotencyStore {
   readonly engine: 'sqlite' | 'postgres';
   /** A secret shared by every instance on this database, made once by the first migration. */
   cursorSecret(): Promise<string>;
   /** Resolves when the database answers; used by /readyz. */
   ping(): Promise<void>;
+  /** Connection pool figures, on engines that keep a pool. */
+  poolStats?(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
 }

@@ -1,17 +1,39 @@
-/** createPet: POST /v1/pets. */
+/**
+ * createPet: POST /v1/pets, with optional Idempotency-Key (IETF httpapi draft semantics): the first
+ * response for a key and caller is stored with the pet, in the same transaction, and replayed for
+ * 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; a duplicate
+ * while the first is still being processed is a 409. Keys are scoped to the API key.
+ */
+import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem } from '../../domain/pet.js';
-import type { PetStore } from '../../storage/store.js';
+import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.js';
+import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.js';
 import { ApiError } from '../errors.js';
 import { COMMON_ERRORS, errors, json } from '../responses.js';
 import { NewPet } from '../schemas.js';
+
+/** How long a stored response is replayed. */
+const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+/** An unfinished claim older than this belongs to a request that died; a retry may take it over. */
+const CLAIM_STALE_MS = 60_000;
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 function invalid(field: string, problem: string): ApiError {
   return new ApiError('invalid_request', `Invalid body: ${field} ${problem}`, [{ field, problem }]);
 }
 
-export const createPet: FastifyPluginAsyncTypebox<{ pets: PetStore }> = async (app, { pets }) => {
+/** The request's meaning, not its bytes: the same pet sent with other spacing or key order is the same request. */
+function requestHash(pet: NewPetValue): string {
+  return createHash('sha256').update(JSON.stringify([pet.name, pet.categoryId.toString(), pet.status])).digest('hex');
+}
+
+export interface CreatePetDeps {
+  pets: PetStore & IdempotencyStore;
+  now: () => number;
+}
+
+export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, { pets, now }) => {
   app.post(
     '/v1/pets',
     {
@@ -19,14 +41,28 @@ export const createPet: FastifyPluginAsyncTypebox<{ pets: PetStore }> = async (a
         operationId: 'createPet',
         summary: 'Add an animal',
         description:
-          'Adds an animal and answers 201 with the created pet and its `Location`. A 201 means the pet is durably stored. The body must be `application/json`, at most 64 KiB.',
+          'Adds an animal and answers 201 with the created pet and its `Location`. A 201 means the pet is durably stored. The body must be `application/json`, at most 64 KiB.\n\n' +
+          'Send an `Idempotency-Key` to make retries safe: the first response for that key (per API key) is stored with the pet and replayed for 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; a retry while the first request is still being processed is a 409.',
         tags: ['pets'],
+        headers: Type.Object({
+          'idempotency-key': Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: 255,
+              pattern: '^[\\x21-\\x7E]+$',
+              description: 'A unique value per logical create (for example a UUID), 1 to 255 visible ASCII characters.',
+            }),
+          ),
+        }),
         body: Type.Ref(NewPet),
         response: {
-          201: json(201, 'Pet', 'The created pet, with its assigned id.', {
-            headers: { Location: { type: 'string', description: 'The created pet\'s URL, `/v1/pets/{id}`.' } },
+          201: json(201, 'Pet', 'The created pet, with its assigned id (or, for a repeated Idempotency-Key, the stored first response).', {
+            headers: {
+              Location: { type: 'string', description: 'The created pet\'s URL, `/v1/pets/{id}`.' },
+              'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'Present when this is the stored response of an earlier request with the same Idempotency-Key.' },
+            },
           }),
-          ...errors([400, 413, 415, ...COMMON_ERRORS]),
+          ...errors([400, 409, 413, 415, 422, ...COMMON_ERRORS]),
         },
       },
     },
@@ -38,8 +74,43 @@ export const createPet: FastifyPluginAsyncTypebox<{ pets: PetStore }> = async (a
       const categoryId = request.exactIntegers?.get('categoryId');
       if (categoryId === undefined) throw invalid('categoryId', 'must be integer');
       if (!isPositiveInt64(categoryId)) throw invalid('categoryId', 'must be from 1 to 9223372036854775807');
-      const pet = await pets.createPet({ name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS });
-      return reply.code(201).header('Location', `/v1/pets/${pet.id}`).send(pet);
+      const pet: NewPetValue = { name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS };
+
+      const idempotencyKey = request.headers['idempotency-key'];
+      if (idempotencyKey === undefined) {
+        const created = await pets.createPet(pet);
+        return reply.code(201).header('Location', `/v1/pets/${created.id}`).send(created);
+      }
+
+      const scope = { keyId: request.apiKey!.id, idempotencyKey };
+      const claim = await pets.claimIdempotencyKey(scope, requestHash(pet), now(), IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+      if (claim.state === 'in_flight') {
+        throw new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry when it has completed', undefined, {
+          'Retry-After': '1',
+        });
+      }
+      if (claim.state === 'mismatch') {
+        throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body; use a new key for a new pet');
+      }
+      let response: StoredResponse;
+      if (claim.state === 'done') {
+        response = claim.response;
+        reply.header('Idempotent-Replayed', 'true');
+      } else {
+        reply.code(201); // so that serialize below uses the 201 response's serializer
+        const render = (created: Pet): StoredResponse => ({
+          status: 201,
+          body: reply.serialize(created) as string,
+          location: `/v1/pets/${created.id}`,
+        });
+        try {
+          response = await pets.createPetIdempotently(scope, pet, render);
+        } catch (err) {
+          await pets.releaseIdempotencyKey(scope).catch(() => undefined); // unreachable storage: the claim goes stale
+          throw err;
+        }
+      }
+      return reply.code(response.status as 201).header('Location', response.location).type(JSON_TYPE).send(response.body);
     },
   );
 };

@@ -1,15 +1,31 @@
 /** Liveness and readiness probes and Prometheus metrics, outside /v1 and without a key. */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../../metrics.js';
 import type { Store } from '../../storage/store.js';
 import { ApiError } from '../errors.js';
 
-export async function health(app: FastifyInstance, { store, metrics }: { store: Store; metrics: Metrics }): Promise<void> {
+export interface HealthDeps {
+  store: Store;
+  metrics: Metrics;
+  /** When set, /metrics needs `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
+}
+
+/** Compares in constant time, so the token cannot be guessed a character at a time. */
+function bearsToken(authorization: string | undefined, token: string): boolean {
+  const expected = createHash('sha256').update(`Bearer ${token}`).digest();
+  const offered = createHash('sha256').update(authorization ?? '').digest();
+  return timingSafeEqual(expected, offered);
+}
+
+export async function health(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
   const probe = { schema: { hide: true } };
   // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
   app.get('/healthz', probe, async () => ({ status: 'ok' }));
   // Readiness: storage answers (migrations ran before the server started listening).
   app.get('/readyz', probe, async () => {
+    if (app.draining) throw new ApiError('unavailable', 'Shutting down', undefined, { 'Retry-After': '5' });
     try {
       await store.ping();
     } catch {
@@ -17,7 +33,10 @@ export async function health(app: FastifyInstance, { store, metrics }: { store: 
     }
     return { status: 'ready', storage: store.engine };
   });
-  app.get('/metrics', probe, async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
+  app.get('/metrics', probe, async (request, reply) => {
+    if (metricsToken !== undefined && !bearsToken(request.headers.authorization, metricsToken)) {
+      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>');
+    }
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
 }

@@ -51,6 +51,27 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
     name: 'create tokens, to undo creates whose outcome was lost with the connection',
     sql: `ALTER TABLE pets ADD COLUMN create_token text;`,
   },
+  {
+    version: 3,
+    name: 'key expiry, for rotation with a grace period and for keys that end on a date',
+    sql: `ALTER TABLE api_keys ADD COLUMN expires_at bigint;`,
+  },
+  {
+    version: 4,
+    name: 'idempotency keys: the first response of a create, replayed for 24 hours',
+    sql: `
+      CREATE TABLE idempotency_keys (
+        key_id          text   NOT NULL,
+        idempotency_key text   NOT NULL,
+        request_hash    text   NOT NULL,
+        created_at      bigint NOT NULL,
+        status          integer,
+        body            text,
+        location        text,
+        PRIMARY KEY (key_id, idempotency_key)
+      );
+    `,
+  },
 ];
 
 export async function migrate(pool: Pool): Promise<void> {

@@ -41,13 +41,37 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
       INSERT INTO settings (name, value) VALUES ('cursor_secret', lower(hex(randomblob(32))));
     `,
   },
+  {
+    version: 2,
+    name: 'key expiry, for rotation with a grace period and for keys that end on a date',
+    sql: `ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`,
+  },
+  {
+    version: 3,
+    name: 'idempotency keys: the first response of a create, replayed for 24 hours',
+    sql: `
+      CREATE TABLE idempotency_keys (
+        key_id          TEXT    NOT NULL,
+        idempotency_key TEXT    NOT NULL,
+        request_hash    TEXT    NOT NULL,
+        created_at      INTEGER NOT NULL,
+        status          INTEGER,
+        body            TEXT,
+        location        TEXT,
+        PRIMARY KEY (key_id, idempotency_key)
+      );
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  // IMMEDIATE takes the write lock first, so two processes starting together cannot both apply a version.
+  // IMMEDIATE takes the write lock first (waiting up to busy_timeout), so two processes starting together
+  // on a new file cannot both apply a version. Creating the bookkeeping table inside it matters too: as a
+  // statement of its own it would read the schema and then upgrade to a write, and SQLite refuses such an
+  // upgrade at once, without waiting, when another process wrote in between ("database is locked").
   db.transaction(() => {
+    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
     const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null };
     for (const m of MIGRATIONS) {
       if (m.version <= (row.v ?? 0)) continue;

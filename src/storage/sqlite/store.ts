@@ -1,7 +1,8 @@
 /**
  * The embedded engine: SQLite in-process through better-sqlite3, in WAL mode.
  *
- * Durability: every write is its own committed transaction before the promise resolves. In WAL mode
+ * Durability: every write is committed before its promise resolves (creates that arrive in the same
+ * turn of the event loop share one transaction; see group-commit.ts). In WAL mode
  * with synchronous=NORMAL a commit reaches the operating system before we answer, so it survives a
  * kill -9 of the server; a power loss or OS crash can lose the last commits. synchronous=FULL
  * (SQLITE_SYNCHRONOUS=full) fsyncs the WAL on every commit and loses nothing acknowledged.
@@ -12,7 +13,9 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { ApiKey } from '../../domain/api-key.js';
 import type { NewPet, Pet } from '../../domain/pet.js';
 import { toApiKey, toPet, type ApiKeyRow, type PetRow } from '../rows.js';
-import type { Ban, ListPetsQuery, NewApiKey, Store } from '../store.js';
+import { claimOf, type IdempotencyRow } from '../idempotency.js';
+import type { Ban, IdempotencyClaim, IdempotencyScope, KeyChanges, ListPetsQuery, NewApiKey, Store, StoredResponse } from '../store.js';
+import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrations.js';
 
 export interface SqliteOptions {
@@ -20,10 +23,28 @@ export interface SqliteOptions {
   synchronous: 'normal' | 'full';
 }
 
+/**
+ * Turning a new file to WAL needs an exclusive lock, which SQLite refuses at once (without the busy
+ * handler) when another process is taking its first look at the same new file, as a server and the
+ * CLI started together do. The switch is retried for up to busy_timeout's 5 seconds.
+ */
+function switchToWal(db: BetterSqlite3.Database): void {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20); // at start-up only: a short blocking pause
+    }
+  }
+}
+
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
   const db = new BetterSqlite3(options.path);
-  db.pragma('journal_mode = WAL');
+  switchToWal(db);
   db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   // Another process (the CLI, a second server) may hold the write lock briefly.
   db.pragma('busy_timeout = 5000');
@@ -48,6 +69,9 @@ export function openSqliteStore(options: SqliteOptions): Store {
     RETURNING *`);
   const selectKeyByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
   const selectKeys = db.prepare('SELECT * FROM api_keys ORDER BY created_at, id');
+  const selectKeyById = db.prepare('SELECT * FROM api_keys WHERE id = ?');
+  const updateKeyRow = db.prepare(`UPDATE api_keys SET plan = @plan, per_minute = @perMinute, per_day = @perDay,
+    expires_at = @expiresAt WHERE id = @id RETURNING *`);
   const revoke = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
   const upsertBan = db.prepare(`INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)
     ON CONFLICT (key_id) DO UPDATE SET banned_until = excluded.banned_until, created_at = excluded.created_at`);
@@ -56,13 +80,38 @@ export function openSqliteStore(options: SqliteOptions): Store {
   const deleteBan = db.prepare('DELETE FROM bans WHERE key_id = ? RETURNING banned_until').pluck();
   const selectSetting = db.prepare('SELECT value FROM settings WHERE name = ?').pluck();
 
+  const insertOne = (pet: NewPet): Pet => toPet(insertPet.get(pet.name, pet.categoryId, pet.status) as PetRow);
+  const commits = new GroupCommit(db, insertOne);
+
+  const deleteExpiredClaim = db.prepare('DELETE FROM idempotency_keys WHERE key_id = ? AND idempotency_key = ? AND created_at <= ?');
+  const insertClaim = db.prepare(`INSERT INTO idempotency_keys (key_id, idempotency_key, request_hash, created_at)
+    VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`);
+  const selectClaim = db.prepare('SELECT * FROM idempotency_keys WHERE key_id = ? AND idempotency_key = ?');
+  const takeOverClaim = db.prepare('UPDATE idempotency_keys SET request_hash = ?, created_at = ? WHERE key_id = ? AND idempotency_key = ?');
+  const finishClaim = db.prepare('UPDATE idempotency_keys SET status = ?, body = ?, location = ? WHERE key_id = ? AND idempotency_key = ?');
+  const deleteClaim = db.prepare('DELETE FROM idempotency_keys WHERE key_id = ? AND idempotency_key = ? AND status IS NULL');
+  // IMMEDIATE: the claim is decided under the write lock, so two processes cannot both claim a key.
+  const claim = db.transaction(
+    ({ keyId, idempotencyKey }: IdempotencyScope, requestHash: string, nowMs: number, expiresAfterMs: number, staleAfterMs: number): IdempotencyClaim => {
+      deleteExpiredClaim.run(keyId, idempotencyKey, nowMs - expiresAfterMs);
+      if (insertClaim.run(keyId, idempotencyKey, requestHash, nowMs).changes === 1) return { state: 'claimed' };
+      const found = claimOf(selectClaim.get(keyId, idempotencyKey) as IdempotencyRow, requestHash, nowMs, staleAfterMs);
+      if (found !== 'take-over') return found;
+      takeOverClaim.run(requestHash, nowMs, keyId, idempotencyKey);
+      return { state: 'claimed' };
+    },
+  );
+  const createAndRecord = db.transaction(({ keyId, idempotencyKey }: IdempotencyScope, pet: NewPet, render: (pet: Pet) => StoredResponse) => {
+    const response = render(insertOne(pet));
+    finishClaim.run(response.status, response.body, response.location, keyId, idempotencyKey);
+    return response;
+  });
+
   return {
     engine: 'sqlite',
     fullPagesAreFinal: true,
 
-    async createPet(pet: NewPet): Promise<Pet> {
-      return toPet(insertPet.get(pet.name, pet.categoryId, pet.status) as PetRow);
-    },
+    createPet: (pet: NewPet): Promise<Pet> => commits.add(pet),
 
     async getPet(id: bigint): Promise<Pet | undefined> {
       const row = selectPet.get(id) as PetRow | undefined;
@@ -73,6 +122,18 @@ export function openSqliteStore(options: SqliteOptions): Store {
       const after = afterId ?? 0n;
       const rows = (status ? listByStatus.all(status, after, limit) : listAll.all(after, limit)) as PetRow[];
       return rows.map(toPet);
+    },
+
+    async claimIdempotencyKey(scope, requestHash, nowMs, expiresAfterMs, staleAfterMs) {
+      return claim.immediate(scope, requestHash, nowMs, expiresAfterMs, staleAfterMs);
+    },
+
+    async createPetIdempotently(scope, pet, render) {
+      return createAndRecord.immediate(scope, pet, render);
+    },
+
+    async releaseIdempotencyKey({ keyId, idempotencyKey }) {
+      deleteClaim.run(keyId, idempotencyKey);
     },
 
     async createKey(key: NewApiKey): Promise<ApiKey> {
@@ -86,6 +147,19 @@ export function openSqliteStore(options: SqliteOptions): Store {
 
     async listKeys(): Promise<ApiKey[]> {
       return (selectKeys.all() as ApiKeyRow[]).map(toApiKey);
+    },
+
+    async updateKey(id: string, changes: KeyChanges): Promise<ApiKey | undefined> {
+      const current = selectKeyById.get(id) as ApiKeyRow | undefined;
+      if (!current) return undefined;
+      const row = updateKeyRow.get({
+        id,
+        plan: changes.plan ?? current.plan,
+        perMinute: changes.perMinute ?? current.per_minute,
+        perDay: changes.perDay ?? current.per_day,
+        expiresAt: changes.expiresAtMs === undefined ? current.expires_at : changes.expiresAtMs,
+      }) as ApiKeyRow;
+      return toApiKey(row);
     },
 
     async revokeKey(id: string): Promise<boolean> {
@@ -121,6 +195,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     },
 
     async close(): Promise<void> {
+      commits.flush();
       db.close();
     },
   };

@@ -1,0 +1,167 @@
+/**
+ * A typed client for the pet adoption API. Its types come from the service's OpenAPI document
+ * (schema.ts is generated from openapi.json by `npm run client:types`), with the two int64 fields
+ * read as bigint so that every id and category id is exact.
+ *
+ * - listPets(): an async iterator over every pet, following `Link: rel="next"` page by page.
+ * - createPet(): sends an Idempotency-Key (a new UUID unless one is given), so its retries can never
+ *   create a second pet.
+ * - getPet(): the deprecated single read.
+ * - Errors are PetstoreError with the service's `code`, `status` and `requestId`.
+ * - Retries: 429 (rate_limited), 503, 409 (idempotency key in use) and network failures are retried
+ *   with exponential backoff and full jitter, waiting at least `Retry-After`; a ban (key_banned) and
+ *   every other error are not retried.
+ */
+import { randomUUID } from 'node:crypto';
+import { isLosslessNumber, parse, stringify, type LosslessNumber } from 'lossless-json';
+import type { components } from './schema.js';
+
+type Schemas = components['schemas'];
+export type PetStatus = Schemas['PetStatus'];
+export type Pet = Omit<Schemas['Pet'], 'id' | 'categoryId'> & { id: bigint; categoryId: bigint };
+/** status may be left out: the service defaults it to `available`. */
+export type NewPet = Omit<Schemas['NewPet'], 'categoryId' | 'status'> & { categoryId: bigint | number; status?: PetStatus };
+export type ErrorBody = Schemas['Error'];
+
+export class PetstoreError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly requestId: string | undefined,
+    /** Seconds the service asked to wait (Retry-After), when it did. */
+    readonly retryAfter: number | undefined,
+    readonly details?: ErrorBody['details'],
+  ) {
+    super(message);
+    this.name = 'PetstoreError';
+  }
+}
+
+export interface RetryOptions {
+  /** Attempts after the first (default 4). */
+  retries?: number;
+  /** First backoff step in ms (default 200), doubled each attempt. */
+  baseDelayMs?: number;
+  /** Longest single wait in ms (default 30,000); a longer Retry-After is not waited for. */
+  maxDelayMs?: number;
+}
+
+export interface ClientOptions extends RetryOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** For tests and custom transports. */
+  fetch?: typeof fetch;
+  /** How to wait between attempts (default: a timer). */
+  sleep?: (ms: number) => Promise<void>;
+  /** Source of jitter in [0, 1) (default Math.random). */
+  random?: () => number;
+}
+
+const INT64_FIELDS = new Set(['id', 'categoryId']);
+
+/** JSON with the int64 fields as bigint and every other number as a plain number. */
+function parseJson(text: string): unknown {
+  return parse(text, (key, value) => {
+    if (!isLosslessNumber(value)) return value;
+    const number = value as LosslessNumber;
+    return INT64_FIELDS.has(key) ? BigInt(number.value) : Number(number.value);
+  });
+}
+
+const RETRYABLE = new Set([409, 429, 503]);
+
+export class PetstoreClient {
+  readonly #baseUrl: string;
+  readonly #apiKey: string;
+  readonly #fetch: typeof fetch;
+  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #random: () => number;
+  readonly #retries: number;
+  readonly #baseDelayMs: number;
+  readonly #maxDelayMs: number;
+
+  constructor(options: ClientOptions) {
+    this.#baseUrl = options.baseUrl.replace(/\/$/, '');
+    this.#apiKey = options.apiKey;
+    this.#fetch = options.fetch ?? fetch;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.#random = options.random ?? Math.random;
+    this.#retries = options.retries ?? 4;
+    this.#baseDelayMs = options.baseDelayMs ?? 200;
+    this.#maxDelayMs = options.maxDelayMs ?? 30_000;
+  }
+
+  /** Every pet, in ascending id order, fetched a page at a time. */
+  async *listPets(query: { status?: PetStatus; limit?: number } = {}): AsyncGenerator<Pet> {
+    const params = new URLSearchParams();
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    if (query.status) params.set('status', query.status);
+    let next: string | undefined = `/v1/pets${params.size ? `?${params}` : ''}`;
+    while (next) {
+      const { body, headers } = await this.#request('GET', next);
+      for (const pet of body as Pet[]) yield pet;
+      next = /<([^>]+)>;\s*rel="next"/.exec(headers.get('link') ?? '')?.[1];
+    }
+  }
+
+  /** Creates a pet; safe to retry, since every attempt carries the same Idempotency-Key. */
+  async createPet(pet: NewPet, options: { idempotencyKey?: string } = {}): Promise<Pet & { replayed: boolean }> {
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    const { body, headers } = await this.#request('POST', '/v1/pets', stringify(pet), { 'idempotency-key': idempotencyKey });
+    return { ...(body as Pet), replayed: headers.get('idempotent-replayed') === 'true' };
+  }
+
+  /** @deprecated The service removes this operation on 5 December 2030; use listPets. */
+  async getPet(id: bigint | number): Promise<Pet> {
+    return (await this.#request('GET', `/v1/pets/${id}`)).body as Pet;
+  }
+
+  async #request(method: string, path: string, body?: string, extraHeaders: Record<string, string> = {}) {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.#apiKey}`, accept: 'application/json', ...extraHeaders };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await this.#fetch(this.#baseUrl + path, { method, headers, body });
+      } catch (err) {
+        if (attempt >= this.#retries) throw err;
+        await this.#sleep(this.#backoff(attempt, undefined));
+        continue;
+      }
+      const text = await response.text();
+      if (response.ok) return { body: text ? parseJson(text) : undefined, headers: response.headers };
+      const error = this.#errorOf(response, text);
+      const banned = error.code === 'key_banned';
+      if (banned || !RETRYABLE.has(response.status) || attempt >= this.#retries) throw error;
+      const wait = this.#backoff(attempt, error.retryAfter);
+      if (wait > this.#maxDelayMs) throw error; // longer than the caller is willing to wait
+      await this.#sleep(wait);
+    }
+  }
+
+  /** Full jitter over an exponential step, but never sooner than Retry-After. */
+  #backoff(attempt: number, retryAfterSeconds: number | undefined): number {
+    const step = Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** attempt);
+    const jittered = Math.round(this.#random() * step);
+    return retryAfterSeconds === undefined ? jittered : retryAfterSeconds * 1000 + jittered;
+  }
+
+  #errorOf(response: Response, text: string): PetstoreError {
+    let body: Partial<ErrorBody> = {};
+    try {
+      body = parseJson(text) as ErrorBody;
+    } catch {
+      // not JSON: described by the status alone
+    }
+    const retryAfter = Number(response.headers.get('retry-after') ?? NaN);
+    return new PetstoreError(
+      response.status,
+      body.code ?? 'http_error',
+      body.message ?? `HTTP ${response.status}`,
+      body.requestId ?? response.headers.get('x-request-id') ?? undefined,
+      Number.isFinite(retryAfter) ? retryAfter : undefined,
+      body.details,
+    );
+  }
+}

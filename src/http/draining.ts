@@ -1,0 +1,31 @@
+/**
+ * Draining before shutdown. On SIGTERM the server first drains for a moment while still listening:
+ * /readyz answers 503 so a load balancer stops sending new traffic, and every response carries
+ * `Connection: close` so each client's kept-alive connection ends after the answer it is waiting
+ * for. Only then does the listener close, with every in-flight request finishing. Closing idle
+ * connections at once instead would race with requests already on their way over them, and those
+ * clients would see a reset for a request the server never read.
+ */
+import type { FastifyInstance } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** True once shutdown has begun. */
+    readonly draining: boolean;
+    /** Begins draining: responses close their connections, /readyz reports not ready. */
+    startDraining(): void;
+  }
+}
+
+export function installDraining(app: FastifyInstance): void {
+  let draining = false;
+  app.decorate('draining', {
+    getter: () => draining,
+  });
+  app.decorate('startDraining', () => {
+    draining = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (draining) reply.header('Connection', 'close');
+  });
+}

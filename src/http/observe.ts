@@ -1,0 +1,37 @@
+/**
+ * What the operator sees of each request once it is answered: one JSON log line (method, route,
+ * status, latency, key id, client address; the request id comes with the request's logger) and the
+ * request metrics, including calls to the deprecated operation by key id.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Metrics } from '../metrics.js';
+
+/** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
+const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
+
+/** The operation's id from the route schema; the route itself for probes; "unmatched" otherwise. */
+export function operationOf(request: FastifyRequest): string {
+  const schema = request.routeOptions.schema as { operationId?: string } | undefined;
+  return schema?.operationId ?? request.routeOptions.url ?? 'unmatched';
+}
+
+export function installObservation(app: FastifyInstance, metrics: Metrics): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const operation = operationOf(request);
+    metrics.requests.inc({ operation, status: reply.statusCode });
+    metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
+    if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, key_id: request.apiKey.id });
+    if (!VERBOSE_LEVELS.has(request.log.level)) return;
+    request.log.info(
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        keyId: request.apiKey?.id ?? null,
+        client: request.ip,
+      },
+      'request',
+    );
+  });
+}

@@ -1,0 +1,16 @@
+/**
+ * Request ids. A caller's own `X-Request-Id` is kept when it is safe to echo into headers and logs
+ * (1 to 128 characters of letters, digits and `._:@+=/-`); anything else is replaced by a new UUID,
+ * so a hostile value can neither forge log lines nor split headers. The id is returned on every
+ * response, is a field of every log line and of every error body.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+
+export const REQUEST_ID_HEADER = 'X-Request-Id';
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:@+=/-]{1,128}$/;
+
+export function requestIdOf(request: IncomingMessage): string {
+  const offered = request.headers['x-request-id'];
+  return typeof offered === 'string' && SAFE_REQUEST_ID.test(offered) ? offered : randomUUID();
+}

@@ -1,0 +1,61 @@
+/**
+ * Response headers fit for a JSON API, and CORS.
+ *
+ * Every answer: `X-Content-Type-Options: nosniff` (a JSON body is never run as script), a
+ * Content-Security-Policy that allows nothing (`default-src 'none'; frame-ancestors 'none'`; the
+ * documentation page sets its own) and `Referrer-Policy: no-referrer`. Answers under /v1 (all of them
+ * depend on the caller's key and quota) carry `Cache-Control: no-store`, so no shared cache keeps
+ * one caller's answer for another.
+ *
+ * CORS is off unless CORS_ORIGINS names origins (or `*`): browsers then get the usual headers, the
+ * headers a client needs exposed, and preflights answered 204. Keys travel in `Authorization`, never
+ * in cookies, so credentials are not allowed.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+const ALLOWED_METHODS = 'GET, HEAD, POST, OPTIONS';
+const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
+const EXPOSED_HEADERS = [
+  'Link', 'Location', 'Retry-After', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',
+  'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy',
+].join(', ');
+/** How long a browser may reuse a preflight answer, in seconds. */
+const PREFLIGHT_MAX_AGE = '600';
+
+export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*'): void {
+  const allowOrigin = (origin: string | undefined): string | undefined => {
+    if (!origin) return undefined;
+    if (corsOrigins === '*') return '*';
+    return corsOrigins.includes(origin) ? origin : undefined;
+  };
+
+  const applyCors = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
+    const allowed = allowOrigin(request.headers.origin);
+    if (corsOrigins !== '*' && corsOrigins.length > 0) reply.header('Vary', 'Origin');
+    if (allowed) {
+      reply.header('Access-Control-Allow-Origin', allowed);
+      reply.header('Access-Control-Expose-Headers', EXPOSED_HEADERS);
+    }
+    return allowed;
+  };
+
+  // A CORS preflight is answered before authentication: browsers never send credentials with it.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'OPTIONS' || !request.headers['access-control-request-method']) return;
+    if (!applyCors(request, reply)) return; // not an allowed origin: the ordinary OPTIONS answer
+    return reply
+      .header('Access-Control-Allow-Methods', ALLOWED_METHODS)
+      .header('Access-Control-Allow-Headers', ALLOWED_HEADERS)
+      .header('Access-Control-Max-Age', PREFLIGHT_MAX_AGE)
+      .code(204)
+      .send();
+  });
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('X-Content-Type-Options', 'nosniff');
+    reply.header('Referrer-Policy', 'no-referrer');
+    if (!reply.hasHeader('Content-Security-Policy')) reply.header('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
+    if (request.url.startsWith('/v1')) reply.header('Cache-Control', 'no-store');
+    if (request.method !== 'OPTIONS' || !request.headers['access-control-request-method']) applyCors(request, reply);
+  });
+}

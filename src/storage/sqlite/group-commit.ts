@@ -1,0 +1,62 @@
+/**
+ * Group commit for pet creation on SQLite. Creates that arrive during one turn of the event loop are
+ * inserted in a single transaction on the next turn, and every caller's promise resolves only after
+ * that transaction has committed, so a 201 still means the pet is stored. One commit per batch
+ * instead of one per pet is what makes concurrent POSTs cheap: each commit appends the touched pages
+ * to the WAL (and, with synchronous=FULL, fsyncs it).
+ *
+ * If the batch's transaction fails, nothing of it was stored; each create is then retried alone,
+ * so one failing insert cannot fail the others.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import type { NewPet, Pet } from '../../domain/pet.js';
+
+interface Pending {
+  pet: NewPet;
+  resolve: (pet: Pet) => void;
+  reject: (error: unknown) => void;
+}
+
+export class GroupCommit {
+  #queue: Pending[] = [];
+  readonly #insertAll: (batch: Pending[]) => Pet[];
+
+  constructor(
+    private readonly db: BetterSqlite3.Database,
+    private readonly insertOne: (pet: NewPet) => Pet,
+  ) {
+    this.#insertAll = db.transaction((batch: Pending[]) => batch.map((p) => insertOne(p.pet)));
+  }
+
+  add(pet: NewPet): Promise<Pet> {
+    return new Promise((resolve, reject) => {
+      if (this.#queue.push({ pet, resolve, reject }) === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  /** Commits what is queued now; also called on close so no accepted create is dropped. */
+  flush(): void {
+    const batch = this.#queue;
+    if (batch.length === 0) return;
+    this.#queue = [];
+    if (!this.db.open) {
+      for (const p of batch) p.reject(new Error('The database is closed'));
+      return;
+    }
+    let created: Pet[];
+    try {
+      created = batch.length === 1 ? [this.insertOne(batch[0]!.pet)] : this.#insertAll(batch);
+    } catch (error) {
+      if (batch.length === 1) return batch[0]!.reject(error);
+      for (const p of batch) {
+        try {
+          p.resolve(this.insertOne(p.pet));
+        } catch (alone) {
+          p.reject(alone);
+        }
+      }
+      return;
+    }
+    batch.forEach((p, i) => p.resolve(created[i]!));
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The typed client (client/) against a live server: paging by Link, exact int64 values, idempotent
+ * creates whose retries never duplicate, retries that honour Retry-After on 429, no retry on a ban,
+ * typed errors with code, status and requestId; and its types are what the OpenAPI document generates.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { PetstoreClient, PetstoreError } from '../client/src/index.js';
+import { startTestServer, type TestServer } from './helpers.js';
+
+/** A client whose waits advance the server's clock instead of real time, and are recorded. */
+function clientFor(server: TestServer, apiKey: string, extra: { fetch?: typeof fetch } = {}) {
+  const waits: number[] = [];
+  const client = new PetstoreClient({
+    baseUrl: server.url,
+    apiKey,
+    sleep: async (ms) => {
+      waits.push(ms);
+      server.clock.advance(ms);
+    },
+    random: () => 0.5,
+    maxDelayMs: 120_000, // a minute window's Retry-After is worth waiting for here
+    ...extra,
+  });
+  return { client, waits };
+}
+
+test('listPets follows the next links through every page, with a status filter too', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const { client } = clientFor(server, await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 }));
+  for (let i = 1; i <= 45; i++) await client.createPet({ name: `pet ${i}`, categoryId: i, status: i % 3 === 0 ? 'sold' : 'available' });
+  const all = [];
+  for await (const pet of client.listPets({ limit: 20 })) all.push(pet);
+  assert.deepEqual(all.map((p) => p.name), Array.from({ length: 45 }, (_, i) => `pet ${i + 1}`));
+  assert.equal(typeof all[0]!.id, 'bigint');
+  const sold = [];
+  for await (const pet of client.listPets({ status: 'sold', limit: 4 })) sold.push(pet);
+  assert.equal(sold.length, 15);
+  assert.ok(sold.every((p) => p.status === 'sold'));
+});
+
+test('createPet is exact over int64 and idempotent: a retry with the same key returns the same pet', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const { client } = clientFor(server, await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 }));
+  const created = await client.createPet({ name: 'Exact', categoryId: 9223372036854775807n }, { idempotencyKey: 'client-test-1' });
+  assert.equal(created.categoryId, 9223372036854775807n);
+  assert.equal(created.replayed, false);
+  const retried = await client.createPet({ name: 'Exact', categoryId: 9223372036854775807n }, { idempotencyKey: 'client-test-1' });
+  assert.equal(retried.replayed, true);
+  assert.equal(retried.id, created.id);
+  assert.deepEqual(await client.getPet(created.id), { id: created.id, name: 'Exact', categoryId: 9223372036854775807n, status: 'available' });
+  const stored = await server.store.listPets({ status: undefined, afterId: undefined, limit: 10 });
+  assert.equal(stored.length, 1);
+});
+
+test('a create whose answer was lost is retried with the same key and stores one pet', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  let posts = 0;
+  // The first POST reaches the server, but its answer is "lost" on the way back.
+  const losing: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    if (init?.method === 'POST' && posts++ === 0) throw new TypeError('fetch failed: connection reset');
+    return response;
+  };
+  const { client, waits } = clientFor(server, await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 }), { fetch: losing });
+  const pet = await client.createPet({ name: 'Lost answer', categoryId: 1 });
+  assert.equal(pet.replayed, true);
+  assert.equal(waits.length, 1);
+  assert.equal((await server.store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 1);
+});
+
+test('429 is retried after Retry-After (with jitter on top); a ban is not retried; errors are typed', async (t) => {
+  const server = await startTestServer({ banThreshold: 3 });
+  t.after(() => server.close());
+  const key = await server.key('free');
+  let requests = 0;
+  const counting: typeof fetch = (input, init) => {
+    requests++;
+    return fetch(input, init);
+  };
+  const { client, waits } = clientFor(server, key, { fetch: counting });
+  for (let i = 0; i < 60; i++) await client.createPet({ name: `fill ${i}`, categoryId: 1 });
+  requests = 0;
+  // The 61st request in this minute is refused; the client waits until the window turns, then succeeds.
+  const pet = await client.createPet({ name: 'after the wait', categoryId: 1 });
+  assert.equal(pet.name, 'after the wait');
+  assert.equal(requests, 2);
+  const retryAfterMs = waits.at(-1)!;
+  assert.ok(retryAfterMs >= 1000 && retryAfterMs <= 61_000, `waited ${retryAfterMs} ms`);
+
+  // A typed error with the service's code and request id.
+  const notFound = await client.getPet(999_999).catch((e: unknown) => e);
+  assert.ok(notFound instanceof PetstoreError);
+  assert.deepEqual([notFound.status, notFound.code], [404, 'not_found']);
+  assert.match(notFound.requestId!, /^[0-9a-f-]{36}$/);
+
+  // Banned: a client with no retries earns the ban quickly; then a ban is never retried.
+  const impatient = new PetstoreClient({ baseUrl: server.url, apiKey: key, retries: 0 });
+  for (let i = 0; i < 61; i++) await impatient.getPet(pet.id).catch(() => undefined);
+  requests = 0;
+  const banned = await client.getPet(pet.id).catch((e: unknown) => e);
+  assert.ok(banned instanceof PetstoreError);
+  assert.equal(banned.code, 'key_banned');
+  assert.equal(requests, 1, 'a ban is not retried');
+});
+
+test('the client types are what the committed OpenAPI document generates', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-types-'));
+  try {
+    const out = join(dir, 'schema.ts');
+    execFileSync(process.execPath, ['node_modules/openapi-typescript/bin/cli.js', 'openapi.json', '-o', out], { stdio: 'ignore' });
+    assert.equal(readFileSync(out, 'utf8'), readFileSync('client/src/schema.ts', 'utf8'), 'run npm run client:types');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,90 @@
+/**
+ * The container files cannot be run here, so they are checked against the code instead: every
+ * variable the Dockerfile and compose.yaml set is one the configuration reads, with a value it
+ * accepts; ports agree across the Dockerfile, compose, nginx and the health check; the command is
+ * the package's serve command with the same node flags as `npm start`; and the README's plain-process
+ * scale-out section names the same variables as the compose file.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { parse } from 'yaml';
+import { loadConfig } from '../src/config.js';
+
+const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+const dockerfile = read('Dockerfile');
+const compose = parse(read('compose.yaml')) as {
+  services: Record<string, { environment?: Record<string, string>; ports?: string[]; command?: string[]; build?: string }>;
+};
+const nginx = read('deploy/nginx.conf');
+const configSource = read('src/config.ts');
+const packageJson = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+const readme = read('README.md');
+
+/** Variables the configuration module reads. */
+const CONFIG_VARIABLES = new Set([...configSource.matchAll(/env\.([A-Z_]+)|env, '([A-Z_]+)'/g)].map((m) => m[1] ?? m[2]!));
+
+const dockerEnv: Record<string, string> = Object.fromEntries(
+  [...dockerfile.matchAll(/^\s*(?:ENV\s+)?([A-Z_]+)=(\S+?)\s*\\?$/gm)].map((m) => [m[1]!, m[2]!]),
+);
+const apiServices = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
+
+test('the configuration module is read for its variable names', () => {
+  for (const name of ['PORT', 'HOST', 'DATABASE_URL', 'REDIS_URL', 'TRUST_PROXY', 'SHUTDOWN_DRAIN_MS']) assert.ok(CONFIG_VARIABLES.has(name), name);
+});
+
+test('every variable the Dockerfile sets is read by the configuration and accepted', () => {
+  assert.ok(Object.keys(dockerEnv).length >= 4, JSON.stringify(dockerEnv));
+  for (const name of Object.keys(dockerEnv)) {
+    if (name === 'NODE_ENV') continue; // read by libraries, not by the service's configuration
+    assert.ok(CONFIG_VARIABLES.has(name), `Dockerfile sets ${name}, which the service does not read`);
+  }
+  const { NODE_ENV: _ignored, ...env } = dockerEnv;
+  const config = loadConfig(env);
+  assert.equal(config.host, '0.0.0.0');
+  assert.deepEqual(config.database, { engine: 'sqlite', path: '/data/petstore.db' });
+  assert.match(dockerfile, /VOLUME \["\/data"\]/);
+});
+
+test('every variable of each compose instance is read by the configuration and accepted', () => {
+  assert.equal(apiServices.length, 2, 'two service instances');
+  for (const [name, service] of apiServices) {
+    const env = service.environment!;
+    for (const variable of Object.keys(env)) assert.ok(CONFIG_VARIABLES.has(variable), `${name} sets ${variable}, which the service does not read`);
+    const config = loadConfig(env);
+    assert.equal(config.database.engine, 'postgres', name);
+    assert.ok(config.redisUrl, `${name} uses Redis`);
+    assert.equal(config.trustProxy, 1, `${name} believes one proxy hop`);
+  }
+});
+
+test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstreams', () => {
+  const exposed = /^EXPOSE (\d+)$/m.exec(dockerfile)![1]!;
+  assert.equal(dockerEnv.PORT, exposed);
+  assert.match(dockerfile, new RegExp(`HEALTHCHECK[\\s\\S]*127\\.0\\.0\\.1:${exposed}/healthz`));
+  for (const [name, service] of apiServices) {
+    assert.equal(service.environment!.PORT, exposed, name);
+    assert.match(nginx, new RegExp(`server ${name}:${exposed};`), `nginx upstream for ${name}`);
+  }
+  const published = compose.services.proxy!.ports![0]!;
+  const listen = /listen (\d+);/.exec(nginx)![1]!;
+  assert.equal(published.split(':')[1], listen);
+  assert.match(nginx, /X-Forwarded-For \$proxy_add_x_forwarded_for/);
+});
+
+test('the container runs the serve command with the same node flags as npm start', () => {
+  const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+  const start = packageJson.scripts.start!.split('&&').at(-1)!.trim().split(/\s+/);
+  assert.deepEqual(cmd, start);
+  assert.match(dockerfile, /^USER node$/m, 'runs as a non-root user');
+  assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
+});
+
+test('the README shows the same deployment with plain processes, with the same variables', () => {
+  const section = readme.slice(readme.indexOf('## Scale-out'), readme.indexOf('\n## ', readme.indexOf('## Scale-out') + 5));
+  for (const variable of Object.keys(apiServices[0]![1].environment!)) {
+    if (['HOST', 'PORT', 'PETSTORE_ENV', 'LOG_LEVEL', 'SHUTDOWN_DRAIN_MS'].includes(variable)) continue; // defaults or per instance
+    assert.ok(section.includes(variable), `the README's scale-out section does not mention ${variable}`);
+  }
+  assert.match(section, /compose\.yaml/);
+});

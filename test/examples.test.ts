@@ -1,0 +1,37 @@
+/** Every example in examples/ runs against a live server process and does what it says. */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { tempDir } from './helpers.js';
+import { runCli, startServerProcess, type ServerProcess } from './process.js';
+
+const run = promisify(execFile);
+
+test('examples/curl.sh, examples/client.ts and examples/fetch.mjs run against a live server', async (t) => {
+  const dir = tempDir();
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` };
+  const created = await runCli(['keys', 'create', '--plan', 'pro'], env);
+  const key = created.stdout.trim().split('\n').at(-1)!;
+  const server: ServerProcess = await startServerProcess(env);
+  t.after(async () => {
+    server.child.kill('SIGTERM');
+    await server.exited;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const exampleEnv = { ...process.env, PETSTORE_URL: server.url, PETSTORE_KEY: key };
+
+  const curl = await run('bash', ['examples/curl.sh'], { env: exampleEnv });
+  assert.match(curl.stdout, /"name":"Biscuit"/);
+
+  const client = await run(process.execPath, ['--import', 'tsx', 'examples/client.ts'], { env: exampleEnv });
+  assert.match(client.stdout, /created \d+: Pickle/);
+  assert.match(client.stdout, /Biscuit\tavailable/);
+
+  const plain = await run(process.execPath, ['examples/fetch.mjs'], { env: exampleEnv });
+  assert.match(plain.stdout, /created \{ id: \d+, name: 'Marmalade'/);
+  assert.match(plain.stdout, /Pickle pending/);
+  assert.match(plain.stdout, /requests left this window/);
+});

@@ -1,0 +1,58 @@
+/**
+ * Group commit on SQLite: creates queued in one turn share a transaction, each caller learns its own
+ * outcome, and closing the store commits what was accepted.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import type { NewPet, Pet } from '../src/domain/pet.js';
+import { GroupCommit } from '../src/storage/sqlite/group-commit.js';
+import { openSqliteStore } from '../src/storage/sqlite/store.js';
+
+function tempDir(t: { after: (fn: () => void) => void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-group-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('concurrent creates commit together, each with its own id, and all are read back', async (t) => {
+  const path = join(tempDir(t), 'pets.db');
+  const store = openSqliteStore({ path, synchronous: 'full' });
+  const created = await Promise.all(
+    Array.from({ length: 50 }, (_, i) => store.createPet({ name: `pet ${i}`, categoryId: BigInt(i + 1), status: 'available' })),
+  );
+  assert.equal(new Set(created.map((p) => p.id)).size, 50);
+  await store.close();
+  const reopened = openSqliteStore({ path, synchronous: 'full' });
+  for (const pet of created) assert.deepEqual(await reopened.getPet(pet.id), pet);
+  await reopened.close();
+});
+
+test('one failing insert fails only its own create', async (t) => {
+  const db = new BetterSqlite3(join(tempDir(t), 'check.db'));
+  t.after(() => db.close());
+  db.exec("CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL CHECK (name <> 'bad'))");
+  const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id').safeIntegers(true);
+  const commits = new GroupCommit(db, (pet: NewPet): Pet => {
+    const { id } = insert.get(pet.name) as { id: bigint };
+    return { id, ...pet };
+  });
+  const names = ['a', 'bad', 'c'];
+  const outcomes = await Promise.allSettled(names.map((name) => commits.add({ name, categoryId: 1n, status: 'available' })));
+  assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.deepEqual(db.prepare('SELECT name FROM pets ORDER BY id').pluck().all(), ['a', 'c']);
+});
+
+test('closing the store commits creates already accepted', async (t) => {
+  const path = join(tempDir(t), 'pets.db');
+  const store = openSqliteStore({ path, synchronous: 'normal' });
+  const pending = store.createPet({ name: 'late', categoryId: 7n, status: 'sold' });
+  await store.close(); // before the batch's turn came
+  const pet = await pending;
+  const reopened = openSqliteStore({ path, synchronous: 'normal' });
+  assert.deepEqual(await reopened.getPet(pet.id), pet);
+  await reopened.close();
+});

@@ -1,0 +1,200 @@
+/**
+ * Independent contract conformance: a live server answers a broad generated set of valid and invalid
+ * requests, and every answer is checked against the committed OpenAPI document (openapi.json) by Ajv
+ * compiling the document's own schemas: the status is one the operation declares, the body validates
+ * against the declared schema of that status, and the headers the document declares for it are sent
+ * (the rate-limit headers on every answer) with values of their declared types.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import fc from 'fast-check';
+import { createKey } from '../src/cli/keys.js';
+import { startTestServer } from './helpers.js';
+
+const document = JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url), 'utf8'));
+// ajv-formats is CommonJS: under NodeNext its ES default export is the `default` property.
+const addFormats = addFormatsModule as unknown as { default: (ajv: Ajv2020) => void };
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats.default(ajv);
+ajv.addSchema(document, 'openapi.json');
+
+/** Headers sent on every answer under /v1, whatever the status. */
+const ALWAYS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
+/** Headers the document declares that are sent only in some cases (a next page exists, ...). */
+const CONDITIONAL = new Set(['Link', 'WWW-Authenticate', 'Idempotent-Replayed']);
+
+interface Operation {
+  template: RegExp;
+  path: string;
+  method: string;
+}
+const operations: Operation[] = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+  Object.keys(ops).map((method) => ({
+    path,
+    method: method.toUpperCase(),
+    template: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+  })),
+);
+
+function responseSpec(method: string, path: string, status: number): { spec: any; where: string } | undefined {
+  const pathOnly = path.split('?')[0]!;
+  const known = operations.filter((o) => o.template.test(pathOnly));
+  const op = known.find((o) => o.method === method || (method === 'HEAD' && o.method === 'GET'));
+  if (op) {
+    const spec = document.paths[op.path][op.method.toLowerCase()].responses[String(status)];
+    return spec && { spec, where: `#/paths/${op.path.replaceAll('/', '~1')}/${op.method.toLowerCase()}/responses/${status}` };
+  }
+  if (known.length && status === 405) return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
+  return undefined;
+}
+
+let checked = 0;
+const statusesSeen = new Set<string>();
+
+async function checkAnswer(url: string, method: string, path: string, init: RequestInit): Promise<void> {
+  const res = await fetch(url + path, { ...init, method });
+  const text = await res.text();
+  const label = `${method} ${path} ${JSON.stringify(init.headers ?? {})} ${String(init.body ?? '').slice(0, 80)} -> ${res.status} ${text.slice(0, 200)}`;
+  checked++;
+  statusesSeen.add(`${method} ${path.split('?')[0]!.replace(/\/v1\/pets\/.+/, '/v1/pets/{id}')} ${res.status}`);
+  if (method === 'OPTIONS' && res.status === 204) return; // preflight-style answer, no body to check
+  const found = responseSpec(method, path, res.status);
+  if (!found) {
+    // Paths the document does not describe (unknown routes) still answer in the Error shape.
+    assert.ok(res.status >= 400 && res.status < 500, `undocumented success: ${label}`);
+    const validate = ajv.getSchema('openapi.json#/components/schemas/Error')!;
+    assert.ok(validate(JSON.parse(text)), `Error shape: ${label}: ${ajv.errorsText(validate.errors)}`);
+    return;
+  }
+  const { spec } = found;
+  if (method === 'HEAD') assert.equal(text, '', label);
+  else {
+    const media = Object.keys(spec.content ?? {})[0];
+    assert.ok(media, `no content declared for ${label}`);
+    assert.ok(res.headers.get('content-type')?.startsWith(media!), `content type ${res.headers.get('content-type')}: ${label}`);
+    const validate = ajv.getSchema(`openapi.json${found.where}/content/${media!.replace('/', '~1')}/schema`)!;
+    assert.ok(validate(JSON.parse(text)), `body: ${label}: ${ajv.errorsText(validate.errors)}`);
+  }
+  const declared = Object.entries((spec.headers ?? {}) as Record<string, { schema?: { type?: string } }>);
+  if (path.startsWith('/v1')) for (const name of ALWAYS) assert.ok(res.headers.has(name), `missing ${name}: ${label}`);
+  for (const [name, header] of declared) {
+    const value = res.headers.get(name);
+    if (value === null) {
+      assert.ok(CONDITIONAL.has(name) || !path.startsWith('/v1'), `declared header ${name} missing: ${label}`);
+      continue;
+    }
+    if (header.schema?.type === 'integer') assert.match(value, /^-?[0-9]+$/, `${name} is not an integer: ${label}`);
+  }
+}
+
+test('every answer to generated requests conforms to the committed OpenAPI document', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const key = await server.key('enterprise', { rpm: 1_000_000, rpd: 10_000_000 });
+  const { key: staging } = await createKey(server.store, 'staging', { plan: 'free' });
+  const auth = (k: string) => ({ authorization: `Bearer ${k}` });
+  const json = { ...auth(key), 'content-type': 'application/json' };
+
+  // Some data, with pages to follow.
+  for (let i = 0; i < 30; i++) {
+    await checkAnswer(server.url, 'POST', '/v1/pets', {
+      headers: json,
+      body: JSON.stringify({ name: `pet ${i}`, categoryId: i + 1, status: ['available', 'pending', 'sold'][i % 3] }),
+    });
+  }
+  // Follow next links to the end, for each filter.
+  for (const first of ['/v1/pets?limit=7', '/v1/pets?status=sold&limit=3', '/v1/pets']) {
+    let next: string | undefined = first;
+    while (next) {
+      await checkAnswer(server.url, 'GET', next, { headers: auth(key) });
+      const res = await fetch(server.url + next, { headers: auth(key) });
+      next = /<([^>]+)>; rel="next"/.exec(res.headers.get('link') ?? '')?.[1];
+    }
+  }
+
+  const keys = fc.constantFrom<Record<string, string>>(
+    auth(key),
+    {},
+    auth('pet_live_' + 'A'.repeat(43)),
+    auth('not-a-key'),
+    auth(staging),
+    { authorization: 'Basic dXNlcjpwYXNz' },
+    { authorization: `Bearer ${key} extra` },
+  );
+  const queryValue = fc.oneof(
+    fc.constantFrom('1', '20', '100', '0', '101', '-1', '1.5', '1e2', '', 'abc', '٣', '00020'),
+    fc.string({ maxLength: 12 }),
+  );
+  const status = fc.constantFrom('available', 'pending', 'sold', 'adopted', '', 'SOLD');
+  const listQuery = fc
+    .record(
+      { limit: queryValue, status, cursor: fc.oneof(fc.string({ maxLength: 40 }), fc.constant('eyJhIjoxfQ')), other: fc.string({ maxLength: 8 }) },
+      { requiredKeys: [] },
+    )
+    .map((q) => '/v1/pets?' + new URLSearchParams(q as Record<string, string>).toString());
+  const petPath = fc
+    .oneof(
+      fc.constantFrom('1', '5', '30', '31', '0', '-1', '9223372036854775807', '9223372036854775808', '1.0', 'abc', '%20', '1e3', '０1'),
+      fc.bigInt({ min: -10n, max: 2n ** 64n }).map(String),
+      fc.string({ minLength: 1, maxLength: 12 }).map(encodeURIComponent),
+    )
+    .map((id) => `/v1/pets/${id}`);
+  const petBody = fc.oneof(
+    fc.record(
+      {
+        name: fc.oneof(fc.string({ maxLength: 120 }), fc.constant(''), fc.constant(' '), fc.integer()),
+        categoryId: fc.oneof(fc.bigInt({ min: -5n, max: 2n ** 63n + 5n }), fc.double(), fc.string({ maxLength: 5 })),
+        status: fc.oneof(status, fc.integer()),
+        id: fc.integer(),
+        extra: fc.string(),
+      },
+      { requiredKeys: [] },
+    ).map((o) => JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `@@${v}@@` : v)).replace(/"@@(-?\d+)@@"/g, '$1')),
+    fc.constantFrom('', '{', '[]', 'null', '"pet"', '{"name":"a","categoryId":1,"name":"b"}', '{"name":"Rex","categoryId":1}'),
+    fc.json(),
+  );
+  const contentType = fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/xml', '', 'application/merge-patch+json');
+
+  const request = fc.oneof(
+    fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: listQuery, headers: keys }),
+    fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: petPath, headers: keys }),
+    fc.record({ method: fc.constant('POST'), path: fc.constant('/v1/pets'), headers: keys, body: petBody, type: contentType }),
+    fc.record({
+      method: fc.constantFrom('PUT', 'PATCH', 'DELETE', 'OPTIONS'),
+      path: fc.constantFrom('/v1/pets', '/v1/pets/1'),
+      headers: keys,
+    }),
+    fc.record({
+      method: fc.constantFrom('GET', 'POST'),
+      path: fc.constantFrom('/v1', '/v1/', '/v1/dogs', '/v1/pets/1/owner', '/v2/pets', '/pets', '/'),
+      headers: keys,
+    }),
+  );
+
+  await fc.assert(
+    fc.asyncProperty(request, async (r) => {
+      const headers: Record<string, string> = { ...r.headers };
+      let body: string | undefined;
+      if ('body' in r) {
+        body = r.body;
+        if (r.type) headers['content-type'] = r.type;
+      }
+      await checkAnswer(server.url, r.method, r.path, { headers, body });
+    }),
+    { numRuns: 2000 },
+  );
+
+  // The run must have reached the answers the document describes, not only a few of them.
+  const seen = [...statusesSeen].join('\n');
+  for (const expected of [
+    'GET /v1/pets 200', 'GET /v1/pets 400', 'GET /v1/pets 401',
+    'POST /v1/pets 201', 'POST /v1/pets 400', 'POST /v1/pets 401', 'POST /v1/pets 415',
+    'GET /v1/pets/{id} 200', 'GET /v1/pets/{id} 400', 'GET /v1/pets/{id} 404', 'PUT /v1/pets 405',
+  ]) {
+    assert.ok(seen.includes(expected), `never saw ${expected}; saw:\n${seen}`);
+  }
+  console.log(`# ${checked} answers checked against openapi.json`);
+});

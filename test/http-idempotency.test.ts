@@ -1,0 +1,115 @@
+/**
+ * Idempotency-Key on POST /v1/pets: the first response for a key and caller is stored and replayed
+ * for 24 hours with Idempotent-Replayed: true (one pet, however many retries); a different body with
+ * the same key is a 422; duplicates racing the first are answered 409 or with the replay, never a
+ * second pet; keys are scoped to the API key; a malformed key is a 400 that stores nothing.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+
+const count = async (server: TestServer) => (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
+
+describe('Idempotency-Key', () => {
+  let server: TestServer;
+  let key: string;
+  test.before(async () => {
+    server = await startTestServer();
+    key = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
+  });
+  test.after(() => server.close());
+
+  test('the first response is stored and replayed, with one pet however many retries', async () => {
+    const before = await count(server);
+    const send = () => call(server, 'POST', '/v1/pets', { key, body: { name: 'Rex', categoryId: 7 }, headers: { 'idempotency-key': 'create-rex-1' } });
+    const first = await send();
+    assert.equal(first.status, 201);
+    assert.equal(first.headers.get('idempotent-replayed'), null);
+    for (let i = 0; i < 3; i++) {
+      const again = await send();
+      assert.equal(again.status, 201);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.equal(again.text, first.text);
+      assert.equal(again.headers.get('location'), first.headers.get('location'));
+    }
+    assert.equal(await count(server), before + 1);
+  });
+
+  test('the same key with a different body is a 422 and stores nothing', async () => {
+    await call(server, 'POST', '/v1/pets', { key, body: { name: 'Tom', categoryId: 1 }, headers: { 'idempotency-key': 'create-tom' } });
+    const before = await count(server);
+    const other = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Jerry', categoryId: 1 }, headers: { 'idempotency-key': 'create-tom' } });
+    errorOf(other, 422, 'idempotency_key_reused');
+    assert.equal(await count(server), before);
+    // The same pet written differently is the same request.
+    const same = await call(server, 'POST', '/v1/pets', { key, body: '{ "categoryId": 1.0, "name": "Tom", "status": "available" }', headers: { 'idempotency-key': 'create-tom' } });
+    assert.equal(same.status, 201);
+    assert.equal(same.headers.get('idempotent-replayed'), 'true');
+  });
+
+  test('concurrent duplicates: exactly one pet; the others get 409 with Retry-After or the replay', async () => {
+    const before = await count(server);
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => call(server, 'POST', '/v1/pets', { key, body: { name: 'Racer', categoryId: 3 }, headers: { 'idempotency-key': 'race-1' } })),
+    );
+    const fresh = answers.filter((a) => a.status === 201 && a.headers.get('idempotent-replayed') === null);
+    assert.equal(fresh.length, 1, answers.map((a) => a.status).join(','));
+    for (const a of answers) {
+      if (a.status === 409) {
+        errorOf(a, 409, 'idempotency_key_in_use');
+        assert.equal(a.headers.get('retry-after'), '1');
+      } else {
+        assert.equal(a.status, 201);
+        assert.equal(a.text, fresh[0]!.text);
+      }
+    }
+    assert.equal(await count(server), before + 1);
+  });
+
+  test('while the first request holds the key, a duplicate is a 409 with Retry-After; a claim whose request died is taken over', async () => {
+    const keyId = (await server.store.listKeys()).find((k) => key.startsWith(k.prefix))!.id;
+    const body = { name: 'Held', categoryId: 5 };
+    // A request that claimed the key and is still creating (here: its claim, made directly).
+    const hash = (await import('node:crypto')).createHash('sha256').update(JSON.stringify(['Held', '5', 'available'])).digest('hex');
+    const claim = await server.store.claimIdempotencyKey({ keyId, idempotencyKey: 'held-1' }, hash, server.clock.now(), 86_400_000, 60_000);
+    assert.equal(claim.state, 'claimed');
+    const duplicate = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
+    errorOf(duplicate, 409, 'idempotency_key_in_use');
+    assert.equal(duplicate.headers.get('retry-after'), '1');
+    // The claimant never finished (it crashed): a minute later a retry takes the key over and creates.
+    server.clock.advance(60_001);
+    const retried = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
+    assert.equal(retried.status, 201);
+    assert.equal(retried.headers.get('idempotent-replayed'), null);
+  });
+
+  test('keys are scoped to the API key, and expire after 24 hours', async () => {
+    const otherKey = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
+    const mine = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
+    const theirs = await call(server, 'POST', '/v1/pets', { key: otherKey, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
+    assert.equal(theirs.headers.get('idempotent-replayed'), null);
+    assert.notEqual(theirs.json.id, mine.json.id);
+
+    server.clock.advance(24 * 60 * 60 * 1000 + 1);
+    const later = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
+    assert.equal(later.status, 201);
+    assert.equal(later.headers.get('idempotent-replayed'), null);
+    assert.notEqual(later.json.id, mine.json.id);
+  });
+
+  test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {
+    const before = await count(server);
+    for (const bad of ['x'.repeat(256), 'has space']) {
+      const res = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Bad key', categoryId: 1 }, headers: { 'idempotency-key': bad } });
+      errorOf(res, 400, 'invalid_request');
+    }
+    assert.equal(await count(server), before);
+  });
+
+  test('an invalid body with a key stores no claim: the key stays free for the corrected request', async () => {
+    errorOf(await call(server, 'POST', '/v1/pets', { key, body: { name: '', categoryId: 1 }, headers: { 'idempotency-key': 'fix-me' } }), 400, 'invalid_request');
+    const fixed = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Fixed', categoryId: 1 }, headers: { 'idempotency-key': 'fix-me' } });
+    assert.equal(fixed.status, 201);
+    assert.equal(fixed.headers.get('idempotent-replayed'), null);
+  });
+});

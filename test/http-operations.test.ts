@@ -1,0 +1,180 @@
+/**
+ * What the operator relies on: request ids on every answer, in error bodies and in log lines; one
+ * JSON log line per request with its fields and nothing secret; Prometheus metrics for requests,
+ * refusals, bans, deprecated calls and the limiter; an optional token on /metrics; security headers;
+ * CORS off by default and exact when configured.
+ */
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { describe, test } from 'node:test';
+import { call, startTestServer, type TestServer } from './helpers.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe('request ids', () => {
+  let server: TestServer;
+  const lines: string[] = [];
+  test.before(async () => {
+    server = await startTestServer({ logLevel: 'info' }, { onLog: (line) => lines.push(line) });
+  });
+  test.after(() => server.close());
+
+  test('a safe incoming X-Request-Id is kept; on success, on errors, in the body and in the log line', async () => {
+    const key = await server.key('free');
+    const ok = await call(server, 'GET', '/v1/pets', { key, headers: { 'x-request-id': 'trace-abc.123:x' } });
+    assert.equal(ok.headers.get('x-request-id'), 'trace-abc.123:x');
+    const bad = await call(server, 'GET', '/v1/pets?limit=0', { key, headers: { 'x-request-id': 'trace-bad-1' } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.headers.get('x-request-id'), 'trace-bad-1');
+    assert.equal(bad.json.requestId, 'trace-bad-1');
+    const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.requestId === 'trace-bad-1' && l.msg === 'request');
+    assert.equal(logged.length, 1);
+    assert.equal(logged[0].status, 400);
+  });
+
+  test('an unsafe or missing X-Request-Id is replaced by a new UUID, different for each request', async () => {
+    const unauthorized = await call(server, 'GET', '/v1/pets', { headers: { 'x-request-id': 'bad id with spaces' } });
+    assert.match(unauthorized.headers.get('x-request-id')!, UUID);
+    assert.equal(unauthorized.json.requestId, unauthorized.headers.get('x-request-id'));
+    const long = await call(server, 'GET', '/healthz', { headers: { 'x-request-id': 'a'.repeat(129) } });
+    assert.match(long.headers.get('x-request-id')!, UUID);
+    const a = await call(server, 'GET', '/healthz');
+    const b = await call(server, 'GET', '/healthz');
+    assert.notEqual(a.headers.get('x-request-id'), b.headers.get('x-request-id'));
+  });
+
+  test('answers written on the raw socket carry a request id too', async () => {
+    const { port } = new URL(server.url);
+    const text = await new Promise<string>((resolve) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      let out = '';
+      socket.on('data', (c) => (out += c));
+      socket.on('close', () => resolve(out));
+      socket.write('GET /v1/pets HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n');
+    });
+    const id = /X-Request-Id: (\S+)/.exec(text)?.[1];
+    assert.match(id ?? '', UUID);
+    assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).requestId, id);
+  });
+});
+
+describe('logs', () => {
+  test('one JSON line per request: method, route, status, latency, key id, client, request id; no key', async (t) => {
+    const lines: string[] = [];
+    const server = await startTestServer({ logLevel: 'info' }, { onLog: (line) => lines.push(line) });
+    t.after(() => server.close());
+    const key = await server.key('free');
+    await call(server, 'POST', '/v1/pets', { key, body: { name: 'Logged', categoryId: 1 }, headers: { cookie: 'session=s3cr3t' } });
+    const entries = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    assert.equal(entries.length, 1);
+    const [entry] = entries;
+    assert.deepEqual(
+      { method: entry.method, route: entry.route, status: entry.status, client: entry.client },
+      { method: 'POST', route: '/v1/pets', status: 201, client: '127.0.0.1' },
+    );
+    assert.equal(typeof entry.ms, 'number');
+    assert.match(entry.keyId, /^key_/);
+    assert.match(entry.requestId, UUID);
+    assert.equal(entry.level, 30);
+    const all = lines.join('\n');
+    assert.ok(!all.includes(key), 'the key reached the log');
+    assert.ok(!all.includes('s3cr3t'), 'a cookie reached the log');
+  });
+
+  test('LOG_LEVEL=warn writes no line per request', async (t) => {
+    const lines: string[] = [];
+    const server = await startTestServer({ logLevel: 'warn' }, { onLog: (line) => lines.push(line) });
+    t.after(() => server.close());
+    await call(server, 'GET', '/healthz');
+    assert.deepEqual(lines, []);
+  });
+});
+
+describe('metrics', () => {
+  const sample = (text: string, name: string, labels: Record<string, string>): number | undefined => {
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+      if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) return Number(line.split(' ').at(-1));
+    }
+    return undefined;
+  };
+
+  test('requests by operation and status, latency, refusals and bans by plan, deprecated calls by key id', async (t) => {
+    const server = await startTestServer({ banThreshold: 2 });
+    t.after(() => server.close());
+    const key = await server.key('free');
+    const created = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Counted', categoryId: 1 } });
+    await call(server, 'GET', `/v1/pets/${created.json.id}`, { key });
+    await call(server, 'GET', '/v1/pets/999', { key });
+    for (let i = 0; i < 62; i++) await call(server, 'GET', '/v1/pets', { key }); // 58 admitted, then refusals and a ban
+    const keyId = (await server.store.listKeys())[0]!.id;
+
+    const text = (await call(server, 'GET', '/metrics')).text;
+    assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'createPet', status: '201' }), 1);
+    assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'getPet', status: '404' }), 1);
+    // 57 lists admitted; then 2 refused rate_limited (the second earns the ban) and 3 refused key_banned.
+    assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'listPets', status: '429' }), 5);
+    assert.equal(sample(text, 'petstore_http_request_duration_seconds_count', { operation: 'listPets' }), 62);
+    assert.equal(sample(text, 'petstore_ratelimit_refusals_total', { plan: 'free' }), 2);
+    assert.equal(sample(text, 'petstore_bans_total', { plan: 'free' }), 1);
+    assert.equal(sample(text, 'petstore_deprecated_calls_total', { operation: 'getPet', key_id: keyId }), 2);
+    assert.match(text, /petstore_ratelimit_degraded 0/);
+  });
+
+  test('METRICS_TOKEN restricts /metrics to requests bearing it', async (t) => {
+    const token = 'metrics-token-0123456789';
+    const server = await startTestServer({ metricsToken: token });
+    t.after(() => server.close());
+    const refused = await call(server, 'GET', '/metrics');
+    assert.equal(refused.status, 401);
+    assert.equal(refused.json.code, 'unauthorized');
+    assert.equal((await call(server, 'GET', '/metrics', { key: 'wrong-token-0123456789' })).status, 401);
+    const allowed = await call(server, 'GET', '/metrics', { key: token });
+    assert.equal(allowed.status, 200);
+    assert.match(allowed.text, /petstore_http_requests_total/);
+  });
+});
+
+describe('security headers and CORS', () => {
+  test('nosniff and a deny-all CSP everywhere; no-store under /v1; no CORS headers by default', async (t) => {
+    const server = await startTestServer();
+    t.after(() => server.close());
+    const key = await server.key('free');
+    for (const res of [await call(server, 'GET', '/v1/pets', { key }), await call(server, 'GET', '/v1/pets'), await call(server, 'GET', '/healthz')]) {
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+      assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'");
+    }
+    assert.equal((await call(server, 'GET', '/v1/pets', { key })).headers.get('cache-control'), 'no-store');
+    const cors = await call(server, 'GET', '/v1/pets', { key, headers: { origin: 'https://evil.example' } });
+    assert.equal(cors.headers.get('access-control-allow-origin'), null);
+  });
+
+  test('CORS_ORIGINS: allowed origins get the headers and a preflight, others none', async (t) => {
+    const server = await startTestServer({ corsOrigins: ['https://app.example.com'] });
+    t.after(() => server.close());
+    const key = await server.key('free');
+    const allowed = await call(server, 'GET', '/v1/pets', { key, headers: { origin: 'https://app.example.com' } });
+    assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://app.example.com');
+    assert.match(allowed.headers.get('access-control-expose-headers')!, /X-RateLimit-Remaining/);
+    assert.match(allowed.headers.get('vary')!, /Origin/);
+    const preflight = await fetch(`${server.url}/v1/pets`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    });
+    assert.equal(preflight.status, 204);
+    assert.match(preflight.headers.get('access-control-allow-headers')!, /Authorization/);
+    assert.match(preflight.headers.get('access-control-allow-methods')!, /POST/);
+    const other = await call(server, 'GET', '/v1/pets', { key, headers: { origin: 'https://evil.example' } });
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+  });
+});
+
+test('a path that is not valid percent-encoding still gets a request id and nosniff', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const res = await call(server, 'GET', '/v1/pets/%zz');
+  assert.equal(res.status, 400);
+  assert.match(res.headers.get('x-request-id')!, UUID);
+  assert.equal(res.json.requestId, res.headers.get('x-request-id'));
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+});
