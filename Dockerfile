@@ -8,6 +8,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 make g+
 COPY package.json package-lock.json ./
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# `npm ci` runs the prepare script, which also builds the typed client.
+COPY client ./client
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
@@ -25,6 +27,6 @@ USER node
 VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "const tls = !!process.env.TLS_CERT; if (tls) process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0'; fetch(`http${tls ? 's' : ''}://127.0.0.1:${process.env.PORT || 8080}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The same flags as `npm start`; keys are managed with: docker exec <container> node dist/cli/main.js keys ...
 CMD ["node", "--max-semi-space-size=4", "dist/cli/main.js", "serve"]

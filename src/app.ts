@@ -8,12 +8,12 @@ import type { Socket } from 'node:net';
 import type { Config } from './config.js';
 import { CursorCodec } from './domain/cursor.js';
 import { KeyAuthenticator } from './http/authenticate.js';
-import { answerClientError, answerConnect, answerFrameworkError, ApiError, installErrorHandling, sendError } from './http/errors.js';
+import { ApiError, installErrorHandling, sendError, unroutedAnswers } from './http/errors.js';
 import { installDraining } from './http/draining.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { installGuard } from './http/guard.js';
 import { createNodeServer, type TlsFiles } from './http/node-server.js';
-import { installObservation } from './http/observe.js';
+import { installObservation, unroutedRecorder } from './http/observe.js';
 import { installSecurityHeaders } from './http/security-headers.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { registerOpenApi, serveOpenApi } from './http/openapi.js';
@@ -69,13 +69,12 @@ export type AppConfig = Pick<
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
-
 /**
  * Slow and abusive clients: a connection must deliver its headers within headersTimeoutMs and its
  * whole request within requestTimeoutMs (else 408 and close), and connections beyond maxConnections
  * are closed as they arrive, so partial requests cannot pile up without bound.
  */
-function limitConnections(app: FastifyInstance, config: AppConfig): void {
+function limitConnections(app: FastifyInstance, config: AppConfig, answerConnect: (socket: Socket) => void): void {
   if (config.maxConnections > 0) app.server.maxConnections = config.maxConnections;
   app.server.on('connect', (_request, socket) => answerConnect(socket as Socket));
 }
@@ -85,8 +84,10 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const metrics = deps.metrics ?? createMetrics();
   if (deps.store.poolStats) metrics.watchPool(() => deps.store.poolStats!());
   const now = () => clock.now();
+  const logger = deps.logger ?? createLogger(config.logLevel);
+  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics));
   const app = Fastify({
-    loggerInstance: deps.logger ?? createLogger(config.logLevel),
+    loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     // A hop count is accepted at run time (proxy-addr) though the type leaves it out.
@@ -107,13 +108,13 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
         tls: deps.tls,
       }),
     exposeHeadRoutes: true,
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: unrouted.clientError,
     requestIdHeader: false, // taken only when safe, by requestIdOf
     genReqId: requestIdOf,
-    frameworkErrors: answerFrameworkError,
+    frameworkErrors: unrouted.frameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  limitConnections(app, config);
+  limitConnections(app, config, unrouted.connect);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
   });

@@ -340,6 +340,19 @@ test('keys plan changes plan and limits; keys expire sets and clears a date; bad
   });
 });
 
+test('keys list shows an expired key as expired, and keys rotate refuses it', async () => {
+  await inSandbox(async (box) => {
+    const key = await createKeyJson(box.env());
+    await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'], box.env());
+    const table = (await ok(['keys', 'list'], box.env())).stdout;
+    const row = table.split('\n').find((line) => line.startsWith(key.id))!;
+    assert.match(row, /expired 2020-01-01T00:00:00.000Z/);
+    assert.doesNotMatch(row, /active/);
+    await fails(['keys', 'rotate', key.id], box.env(), new RegExp(`key ${key.id} expired at 2020-01-01T00:00:00.000Z; create a new key instead`));
+    assert.equal((await listJson(box.env())).length, 1, 'no replacement was created');
+  });
+});
+
 // ---------------------------------------------------------------------------------------------------
 // keys unban
 

@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { posix } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.js';
@@ -61,7 +62,8 @@ test('every variable of each compose instance is read by the configuration and a
 test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstreams', () => {
   const exposed = /^EXPOSE (\d+)$/m.exec(dockerfile)![1]!;
   assert.equal(dockerEnv.PORT, exposed);
-  assert.match(dockerfile, new RegExp(`HEALTHCHECK[\\s\\S]*127\\.0\\.0\\.1:${exposed}/healthz`));
+  // The health check follows PORT, whose value in the image is the exposed port.
+  assert.match(dockerfile, new RegExp(`HEALTHCHECK[\\s\\S]*127\\.0\\.0\\.1:\\$\\{process\\.env\\.PORT \\|\\| ${exposed}\\}/healthz`));
   for (const [name, service] of apiServices) {
     assert.equal(service.environment!.PORT, exposed, name);
     assert.match(nginx, new RegExp(`server ${name}:${exposed};`), `nginx upstream for ${name}`);
@@ -87,4 +89,27 @@ test('the README shows the same deployment with plain processes, with the same v
     assert.ok(section.includes(variable), `the README's scale-out section does not mention ${variable}`);
   }
   assert.match(section, /compose\.yaml/);
+});
+
+test('the build stage copies every project file that npm ci and its prepare script read', () => {
+  const buildStage = dockerfile.slice(0, dockerfile.indexOf('\nFROM ', dockerfile.indexOf('AS build')));
+  const copied = [...buildStage.matchAll(/^COPY (.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
+  // The prepare script and the scripts it calls, followed to the TypeScript projects they build.
+  const scripts = packageJson.scripts;
+  const expand = (command: string): string =>
+    command.replace(/npm run ([\w:-]+)(?: --silent)?/g, (_all, name: string) => expand(scripts[name] ?? ''));
+  const prepare = expand(scripts.prepare!);
+  const projects = [...prepare.matchAll(/tsc -p (\S+)/g)].map((m) => m[1]!);
+  assert.ok(projects.length >= 2, prepare);
+  const needed = ['package.json', 'package-lock.json', ...projects];
+  for (const project of projects) {
+    const tsconfig = JSON.parse(read(project)) as { extends?: string; include?: string[] };
+    const base = project.includes('/') ? project.slice(0, project.lastIndexOf('/') + 1) : '';
+    if (tsconfig.extends) needed.push(base + tsconfig.extends.replace(/^\.\//, ''));
+    for (const pattern of tsconfig.include ?? []) needed.push(base + pattern.replace(/^\.\//, ''));
+  }
+  for (const path of needed.map((p) => posix.normalize(p))) {
+    const top = path.split('/')[0]!;
+    assert.ok(copied.some((c) => c.replace(/\/$/, '').replace(/^\.\//, '') === top || c === path), `the build stage does not copy ${path}`);
+  }
 });

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
+import { hashKey } from '../src/domain/api-key.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -55,6 +56,23 @@ describe('request ids', () => {
     const id = /X-Request-Id: (\S+)/.exec(text)?.[1];
     assert.match(id ?? '', UUID);
     assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).requestId, id);
+    // Answered before any route hook: it still has the headers every answer carries, and its log line.
+    assert.match(text, /X-Content-Type-Options: nosniff\r\n/);
+    assert.match(text, /Content-Security-Policy: default-src 'none'/);
+    const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.requestId === id && l.msg === 'request');
+    assert.equal(logged.length, 1, 'one log line for the raw-socket answer');
+    assert.deepEqual([logged[0].status, logged[0].client], [400, '127.0.0.1']);
+  });
+
+  test('a refused key is named by its id in the log line, never by the key', async () => {
+    const key = await server.key('free');
+    const record = await server.store.findKeyByHash(hashKey(key));
+    await server.store.revokeKey(record!.id); // never used before, so not in the key cache
+    const refused = await call(server, 'GET', '/v1/pets', { key, headers: { 'x-request-id': 'trace-revoked' } });
+    assert.equal(refused.status, 401);
+    const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.requestId === 'trace-revoked');
+    assert.equal(logged[0]?.keyId, record!.id);
+    assert.ok(!lines.join('\n').includes(key));
   });
 });
 
@@ -128,10 +146,26 @@ describe('metrics', () => {
     const refused = await call(server, 'GET', '/metrics');
     assert.equal(refused.status, 401);
     assert.equal(refused.json.code, 'unauthorized');
+    assert.match(refused.headers.get('www-authenticate')!, /^Bearer /);
     assert.equal((await call(server, 'GET', '/metrics', { key: 'wrong-token-0123456789' })).status, 401);
     const allowed = await call(server, 'GET', '/metrics', { key: token });
     assert.equal(allowed.status, 200);
     assert.match(allowed.text, /petstore_http_requests_total/);
+    assert.equal(allowed.headers.get('cache-control'), 'no-store');
+  });
+
+  test('answers written outside the router are counted as operation "unparsed"', async (t) => {
+    const server = await startTestServer();
+    t.after(() => server.close());
+    await call(server, 'GET', '/v1/pets/%zz');
+    const { port } = new URL(server.url);
+    await new Promise<void>((resolve) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.on('data', () => undefined).on('close', () => resolve());
+      socket.write('NOT HTTP AT ALL\r\n\r\n');
+    });
+    const text = (await call(server, 'GET', '/metrics')).text;
+    assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'unparsed', status: '400' }), 2);
   });
 });
 
@@ -177,4 +211,6 @@ test('a path that is not valid percent-encoding still gets a request id and nosn
   assert.match(res.headers.get('x-request-id')!, UUID);
   assert.equal(res.json.requestId, res.headers.get('x-request-id'));
   assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'");
+  assert.equal(res.headers.get('cache-control'), 'no-store');
 });

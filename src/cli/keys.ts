@@ -80,6 +80,10 @@ async function existingKey(store: Store, id: string): Promise<ApiKey> {
  */
 export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
   const old = await existingKey(store, id);
+  // Rotating an expired key would hand out a fresh key that never expires for one the operator retired.
+  if (old.expiresAt && old.expiresAt.getTime() <= nowMs) {
+    throw new UsageError(`key ${id} expired at ${old.expiresAt.toISOString()}; create a new key instead (petstore keys create)`);
+  }
   const graceMs = parseDuration('--grace', graceRaw ?? '24h');
   const issued = issueKey(old.environment);
   const record = await store.createKey({
@@ -132,7 +136,7 @@ export function describeKey(key: ApiKey, banEndMs: number | undefined) {
   };
 }
 
-export function formatKeyTable(rows: ReturnType<typeof describeKey>[]): string {
+export function formatKeyTable(rows: ReturnType<typeof describeKey>[], nowMs: number): string {
   if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';
   const header = ['ID', 'PREFIX', 'ENV', 'PLAN', 'RPM', 'RPD', 'STATE', 'CREATED', 'EXPIRES', 'LABEL'];
   const lines = rows.map((r) => [
@@ -142,7 +146,13 @@ export function formatKeyTable(rows: ReturnType<typeof describeKey>[]): string {
     r.plan,
     String(r.rpm),
     String(r.rpd),
-    r.revokedAt ? `revoked ${r.revokedAt}` : r.bannedUntil ? `banned until ${r.bannedUntil}` : 'active',
+    r.revokedAt
+      ? `revoked ${r.revokedAt}`
+      : r.expiresAt && Date.parse(r.expiresAt) <= nowMs
+        ? `expired ${r.expiresAt}`
+        : r.bannedUntil
+          ? `banned until ${r.bannedUntil}`
+          : 'active',
     r.createdAt,
     r.expiresAt ?? 'never',
     r.label ?? '',

@@ -93,7 +93,7 @@ async function keys(config: Config, args: string[]): Promise<void> {
         const bans = new Map((await store.listBans(now)).map((b) => [b.keyId, b.bannedUntil.getTime()]));
         return (await store.listKeys()).map((k) => describeKey(k, bans.get(k.id)));
       });
-      console.log(values.json ? JSON.stringify(rows) : formatKeyTable(rows));
+      console.log(values.json ? JSON.stringify(rows) : formatKeyTable(rows, Date.now()));
       return;
     }
     case 'revoke':

@@ -10,13 +10,14 @@ import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../dom
 import type { KeyStore } from '../storage/store.js';
 import { ApiError } from './errors.js';
 
-export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError };
+/** A refused key that exists (revoked, expired) is named by `keyId`, so the log shows who still sends it. */
+export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError; keyId?: string };
 
 const BEARER = /^Bearer +([A-Za-z0-9_-]{1,200}) *$/i;
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer realm="petstore"' };
 
-function unauthorized(message: string): AuthResult {
-  return { key: undefined, failure: new ApiError('unauthorized', message, undefined, CHALLENGE) };
+function unauthorized(message: string, keyId?: string): AuthResult {
+  return { key: undefined, failure: new ApiError('unauthorized', message, undefined, CHALLENGE), keyId };
 }
 
 export class KeyAuthenticator {
@@ -40,11 +41,11 @@ export class KeyAuthenticator {
     }
     const key = claimed === undefined ? undefined : await this.#lookup(token);
     if (key === undefined || key.environment !== this.environment) return unauthorized('Invalid API key');
-    if (key.revokedAt !== null) return unauthorized('This API key has been revoked');
+    if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
     // Checked against the clock on every request, so an expiry takes effect at its moment even
     // while the key sits in the cache.
     if (key.expiresAt !== null && key.expiresAt.getTime() <= this.now()) {
-      return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`);
+      return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`, key.id);
     }
     return { key };
   }

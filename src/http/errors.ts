@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StorageUnavailableError } from '../storage/errors.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
+import { BASELINE_HEADERS } from './security-headers.js';
 
 export const ERROR_CODES = {
   invalid_request: 400,
@@ -123,51 +124,65 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
+/** Where the answers written outside the router (below) are logged and counted, like every other answer. */
+export type UnroutedAnswerRecorder = (answer: { requestId: string; method: string | null; status: number; client: string | undefined }) => void;
+
 /**
- * Errors Node's HTTP parser finds before there is a request (oversized headers, a malformed request
- * line, a timed-out request): answered on the raw socket, still in the Error shape, then closed.
+ * The answers written before or outside the router: no route hook runs for them, so each sets the
+ * headers every answer carries (request id, BASELINE_HEADERS) and reports itself to `record`.
  */
-export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) {
-    socket.destroy();
-    return;
+export function unroutedAnswers(record: UnroutedAnswerRecorder) {
+  /** Writes an Error answer directly on a socket that never reached the router, then closes it. */
+  function writeErrorAndClose(socket: Socket, apiError: ApiError, method: string | null, extraHeaders = ''): void {
+    // No request was parsed, so there is no caller's id to keep: a new one still lets the answer be
+    // matched with its log line.
+    const requestId = randomUUID();
+    const body = JSON.stringify(errorBody(apiError, requestId));
+    const baseline = Object.entries(BASELINE_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    socket.end(
+      `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${baseline}` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `${extraHeaders}Connection: close\r\n\r\n${body}`,
+    );
+    record({ requestId, method, status: apiError.status, client: socket.remoteAddress });
   }
-  const apiError =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? new ApiError('request_header_fields_too_large', 'Request headers are larger than the server accepts')
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? new ApiError('request_timeout', 'The request was not received in time')
-        : new ApiError('invalid_request', 'Malformed HTTP request');
-  writeErrorAndClose(socket, apiError);
-}
 
-/** Writes an Error answer directly on a socket that never reached the router, then closes it. */
-function writeErrorAndClose(socket: Socket, apiError: ApiError, extraHeaders = ''): void {
-  // No request was parsed, so there is no caller's id to keep: a new one still lets the answer be
-  // matched with the log line.
-  const requestId = randomUUID();
-  const body = JSON.stringify(errorBody(apiError, requestId));
-  socket.end(
-    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n` +
-      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `${extraHeaders}Connection: close\r\n\r\n${body}`,
-  );
-}
+  return {
+    /**
+     * Errors Node's HTTP parser finds before there is a request (oversized headers, a malformed request
+     * line, a timed-out request): answered on the raw socket, still in the Error shape, then closed.
+     */
+    clientError(error: Error & { code?: string }, socket: Socket): void {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const apiError =
+        error.code === 'HPE_HEADER_OVERFLOW'
+          ? new ApiError('request_header_fields_too_large', 'Request headers are larger than the server accepts')
+          : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? new ApiError('request_timeout', 'The request was not received in time')
+            : new ApiError('invalid_request', 'Malformed HTTP request');
+      writeErrorAndClose(socket, apiError, null);
+    },
 
-/**
- * CONNECT (tunnelling) is handed by Node to a separate event, never to the router; without an answer
- * the socket would just be dropped. It gets a 405 in the Error shape instead.
- */
-export function answerConnect(socket: Socket): void {
-  if (!socket.writable) return void socket.destroy();
-  writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'Allow: GET, HEAD, POST, OPTIONS\r\n');
-}
+    /**
+     * CONNECT (tunnelling) is handed by Node to a separate event, never to the router; without an answer
+     * the socket would just be dropped. It gets a 405 in the Error shape instead.
+     */
+    connect(socket: Socket): void {
+      if (!socket.writable) return void socket.destroy();
+      writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'CONNECT', 'Allow: GET, HEAD, POST, OPTIONS\r\n');
+    },
 
-/** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
-export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  // No hook runs for these answers: the headers every answer carries are set here.
-  reply.header(REQUEST_ID_HEADER, request.id).header('X-Content-Type-Options', 'nosniff');
-  const apiError =
-    error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
-  void sendError(reply, apiError);
+    /** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
+    frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+      reply.header(REQUEST_ID_HEADER, request.id).headers(BASELINE_HEADERS);
+      if (request.url.startsWith('/v1')) reply.header('Cache-Control', 'no-store');
+      const apiError =
+        error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
+      void sendError(reply, apiError);
+      record({ requestId: request.id, method: request.method, status: apiError.status, client: request.ip });
+    },
+  };
 }

@@ -16,6 +16,8 @@ import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-l
 declare module 'fastify' {
   interface FastifyRequest {
     apiKey: ApiKey | undefined;
+    /** The id of a key that exists but was refused (revoked, expired, banned, over its limit), for the log. */
+    refusedKeyId: string | undefined;
   }
   interface FastifyContextConfig {
     /** Served without a key (the key is still charged when a valid one is sent). */
@@ -66,6 +68,7 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
   const { authenticator, limiter, bans, now, metrics } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
   app.decorateRequest('apiKey', undefined);
+  app.decorateRequest('refusedKeyId', undefined);
 
   async function guardKey(request: FastifyRequest, key: ApiKey, setHeaders: (d: LimitDecision) => void): Promise<void> {
     const nowMs = now();
@@ -73,11 +76,13 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
     const bannedUntil = await bans.bannedUntil(key.id, nowMs);
     if (bannedUntil !== undefined) {
       setHeaders(await limiter.peek(`key:${key.id}`, limits, nowMs));
+      request.refusedKeyId = key.id;
       throw banned(bannedUntil, nowMs);
     }
     const decision = await limiter.consume(`key:${key.id}`, limits, nowMs);
     setHeaders(decision);
     if (!decision.allowed) {
+      request.refusedKeyId = key.id;
       metrics.rateLimited.inc({ plan: key.plan });
       const banEnd = await bans.recordRefusal(key.id, nowMs);
       if (banEnd !== undefined) {
@@ -94,6 +99,7 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
     const setHeaders = (decision: LimitDecision) => applyRateLimitHeaders(reply, decision, now());
     const auth = await authenticator.authenticate(request);
     if (auth.key) return guardKey(request, auth.key, setHeaders);
+    request.refusedKeyId = auth.keyId;
     const nowMs = now();
     const decision = await limiter.consume(`addr:${request.ip}`, anonymous, nowMs);
     setHeaders(decision);

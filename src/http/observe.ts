@@ -3,8 +3,9 @@
  * status, latency, key id, client address; the request id comes with the request's logger) and the
  * request metrics, including calls to the deprecated operation by key id.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Metrics } from '../metrics.js';
+import type { UnroutedAnswerRecorder } from './errors.js';
 
 /** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
 const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
@@ -28,10 +29,23 @@ export function installObservation(app: FastifyInstance, metrics: Metrics): void
         route: request.routeOptions.url ?? null,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
-        keyId: request.apiKey?.id ?? null,
+        keyId: request.apiKey?.id ?? request.refusedKeyId ?? null,
         client: request.ip,
       },
       'request',
     );
   });
+}
+
+/**
+ * The same log line and request count for answers written outside the router (a malformed request,
+ * oversized headers, a timed-out request, CONNECT, a path that is not valid percent-encoding): the
+ * operation is "unparsed", and there is no route or key.
+ */
+export function unroutedRecorder(log: FastifyBaseLogger, metrics: Metrics): UnroutedAnswerRecorder {
+  return ({ requestId, method, status, client }) => {
+    metrics.requests.inc({ operation: 'unparsed', status });
+    if (!VERBOSE_LEVELS.has(log.level)) return;
+    log.info({ requestId, method, route: null, status, ms: null, keyId: null, client: client ?? null }, 'request');
+  };
 }

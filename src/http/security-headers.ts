@@ -4,8 +4,8 @@
  * Every answer: `X-Content-Type-Options: nosniff` (a JSON body is never run as script), a
  * Content-Security-Policy that allows nothing (`default-src 'none'; frame-ancestors 'none'`; the
  * documentation page sets its own) and `Referrer-Policy: no-referrer`. Answers under /v1 (all of them
- * depend on the caller's key and quota) carry `Cache-Control: no-store`, so no shared cache keeps
- * one caller's answer for another.
+ * depend on the caller's key and quota) and `/metrics` carry `Cache-Control: no-store`, so no shared
+ * cache keeps one caller's answer for another.
  *
  * CORS is off unless CORS_ORIGINS names origins (or `*`): browsers then get the usual headers, the
  * headers a client needs exposed, and preflights answered 204. Keys travel in `Authorization`, never
@@ -19,6 +19,12 @@ const EXPOSED_HEADERS = [
   'Link', 'Location', 'Retry-After', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',
   'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy',
 ].join(', ');
+/** Carried by every answer, also by those written before any hook can run (see errors.ts). */
+export const BASELINE_HEADERS = {
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
+} as const;
 /** How long a browser may reuse a preflight answer, in seconds. */
 const PREFLIGHT_MAX_AGE = '600';
 
@@ -52,10 +58,10 @@ export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readon
   });
 
   app.addHook('onSend', async (request, reply) => {
-    reply.header('X-Content-Type-Options', 'nosniff');
-    reply.header('Referrer-Policy', 'no-referrer');
-    if (!reply.hasHeader('Content-Security-Policy')) reply.header('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
-    if (request.url.startsWith('/v1')) reply.header('Cache-Control', 'no-store');
+    reply.header('X-Content-Type-Options', BASELINE_HEADERS['X-Content-Type-Options']);
+    reply.header('Referrer-Policy', BASELINE_HEADERS['Referrer-Policy']);
+    if (!reply.hasHeader('Content-Security-Policy')) reply.header('Content-Security-Policy', BASELINE_HEADERS['Content-Security-Policy']);
+    if (request.url.startsWith('/v1') || request.url.startsWith('/metrics')) reply.header('Cache-Control', 'no-store');
     if (request.method !== 'OPTIONS' || !request.headers['access-control-request-method']) applyCors(request, reply);
   });
 }

@@ -35,7 +35,9 @@ export async function health(app: FastifyInstance, { store, metrics, metricsToke
   });
   app.get('/metrics', probe, async (request, reply) => {
     if (metricsToken !== undefined && !bearsToken(request.headers.authorization, metricsToken)) {
-      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>');
+      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>', undefined, {
+        'WWW-Authenticate': 'Bearer realm="metrics"',
+      });
     }
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
