@@ -22,7 +22,7 @@ import { docs } from './http/routes/docs.js';
 import { getPet } from './http/routes/get-pet.js';
 import { health } from './http/routes/health.js';
 import { listPets } from './http/routes/list-pets.js';
-import { methodNotAllowed } from './http/routes/method-not-allowed.js';
+import { methodNotAllowed, notAllowedError } from './http/routes/method-not-allowed.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { installValidation } from './http/validation.js';
 import { KeyBans } from './limits/bans.js';
@@ -108,6 +108,10 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
         tls: deps.tls,
       }),
     exposeHeadRoutes: true,
+    // A path parameter of any length reaches its route, which answers a bad id with a 400 naming it
+    // (and the rate-limit headers); the router's own limit (100) would give a bare framework error.
+    // The request line is bounded anyway, by Node's header size limit.
+    routerOptions: { maxParamLength: 16 * 1024 },
     clientErrorHandler: unrouted.clientError,
     requestIdHeader: false, // taken only when safe, by requestIdOf
     genReqId: requestIdOf,
@@ -124,9 +128,10 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   installValidation(app);
   installJsonBodyParser(app);
   installErrorHandling(app);
-  app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new ApiError('not_found', `No resource at ${request.method} ${request.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    return sendError(reply, notAllowedError(request.method, path) ?? new ApiError('not_found', `No resource at ${request.method} ${path}`));
+  });
   installGuard(app, {
     authenticator: new KeyAuthenticator(deps.store, config.environment, config.keyCacheTtlMs, now),
     limiter: deps.limiter,

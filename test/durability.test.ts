@@ -30,34 +30,45 @@ async function crashMidLoad(databaseUrl: string): Promise<void> {
 
   const acknowledged = new Map<string, StoredPet>();
   const inFlight = new Set<string>(); // sent, with no answer yet
+  const failures: string[] = []; // anything but a 201 before the kill
   let killed = false;
   const worker = async (w: number) => {
     for (let i = 0; !killed; i++) {
       const name = `w${w}-${i}`;
       inFlight.add(name);
+      let status: number;
+      let text: string;
       try {
         const res = await fetch(`${server.url}/v1/pets`, {
           method: 'POST',
           headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
           body: JSON.stringify({ name, categoryId: w * 100_000 + i + 1 }),
         });
-        const body = (await res.json()) as StoredPet;
-        if (killed) return; // answered after the kill was decided: treat as in flight
-        inFlight.delete(name);
-        assert.equal(res.status, 201, JSON.stringify(body));
-        acknowledged.set(name, body);
-        // Kill once 200 pets are acknowledged, with every writer's next request in flight.
-        if (acknowledged.size >= 200 && !killed) {
-          killed = true;
-          server.child.kill('SIGKILL');
-        }
-      } catch {
-        return; // the connection died with the server; the name stays in flight
+        status = res.status;
+        text = await res.text();
+      } catch (err) {
+        // After the kill the connection dies with the server, and the name stays in flight; before
+        // it, a failed request is a failure of the service.
+        if (!killed) failures.push(`${name}: ${(err as Error).message}`);
+        return;
+      }
+      if (killed) return; // answered after the kill was decided: treat as in flight
+      inFlight.delete(name);
+      if (status !== 201) {
+        failures.push(`${name}: ${status} ${text}`);
+        return;
+      }
+      acknowledged.set(name, JSON.parse(text) as StoredPet);
+      // Kill once 200 pets are acknowledged, with every writer's next request in flight.
+      if (acknowledged.size >= 200) {
+        killed = true;
+        server.child.kill('SIGKILL');
       }
     }
   };
   await Promise.all(Array.from({ length: WRITERS }, (_, w) => worker(w)));
   await server.exited;
+  assert.deepEqual(failures, [], 'every create before the kill was answered 201');
   assert.ok(acknowledged.size >= 200);
   assert.ok(!server.output().includes(key), 'the key appeared in the log');
   assert.doesNotMatch(server.output(), /authorization|bearer/i);

@@ -108,8 +108,8 @@ function assertWellFormed(answer: RawAnswer, method: string, target: string, lab
     assert.ok(typeof body.message === 'string' && body.message.length > 0, label);
   }
   const refusedBeforeCharging =
-    method === 'CONNECT' || (answer.status === 400 && (/malformed/i.test(answer.body) || hasBadPercentEncoding(target)));
-  const isUnderV1 = /^\/v1(\/|\?|$)/.test(target);
+    method === 'CONNECT' || (answer.status === 400 && (/"message":"Malformed HTTP request"/.test(answer.body) || hasBadPercentEncoding(target)));
+  const isUnderV1 = /^(?:[a-z]+:\/\/[^/?#]*)?\/v1(\/|\?|$)/i.test(target);
   if (isUnderV1 && !refusedBeforeCharging && answer.status !== 431) {
     for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy']) {
       assert.ok(answer.headers.has(h), `no ${h}: ${label} -> ${answer.status} ${answer.body.slice(0, 120)}`);
@@ -152,7 +152,9 @@ const target = fc
     query: fc.oneof(fc.constant(''), fc.string({ unit: 'binary-ascii', maxLength: 30 }).map((q) => '?' + q.replace(/[\s#]/g, '')), anyText(20).map((q) => '?limit=' + encodeURIComponent(q))),
     root: fc.constantFrom('/v1/pets', '/v1', '/v1/pets/', '/', '/v2'),
   })
-  .map(({ root, segments, query }) => (segments.length ? `${root.replace(/\/$/, '')}/${segments.join('/')}` : root) + query);
+  .map(({ root, segments, query }) => (segments.length ? `${root.replace(/\/$/, '')}/${segments.join('/')}` : root) + query)
+  // The absolute form (`GET http://host/v1/pets`) must be held to the same rules as the origin form.
+  .chain((path) => fc.constantFrom(path, `http://example.com${path}`, `HTTP://localhost:8080${path}`));
 // CONNECT has its own test below: in the generated mix it once left this test process without a
 // listening server (not understood yet, see the closing note), which hid every other result.
 const method = fc.oneof(
@@ -176,7 +178,7 @@ test('arbitrary requests: never a 5xx, errors in the Error shape, rate-limit hea
   t.after(() => server.close());
   const key = await server.key('enterprise', { rpm: 1_000_000, rpd: 10_000_000 });
   const authorization = fc.oneof(fc.constant<[string, string][]>([['Authorization', `Bearer ${key}`]]), fc.constant<[string, string][]>([]), headerValue.map((v) => [['Authorization', v]] as [string, string][]));
-  const extraHeaders = fc.array(fc.tuple(fc.oneof(token, fc.constantFrom('Content-Type', 'Authorization', 'X-Forwarded-For', 'Accept', 'Cookie')), headerValue), { maxLength: 4 });
+  const extraHeaders = fc.array(fc.tuple(fc.oneof(token, fc.constantFrom('Content-Type', 'Authorization', 'X-Forwarded-For', 'Accept', 'Cookie', 'Expect')), headerValue), { maxLength: 4 });
 
   let stored = await storedCount(server);
   await check(

@@ -62,7 +62,11 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
   );
 }
 
-const isUnderV1 = (url: string): boolean => url.startsWith('/v1/') || url === '/v1' || url.startsWith('/v1?');
+/** Under /v1 by its path, or by the route the router matched (the two agree; the route is a second guard). */
+const isUnderV1 = (request: FastifyRequest): boolean => {
+  const url = request.url;
+  return url.startsWith('/v1/') || url === '/v1' || url.startsWith('/v1?') || request.routeOptions.url?.startsWith('/v1') === true;
+};
 
 export function installGuard(app: FastifyInstance, options: GuardOptions): void {
   const { authenticator, limiter, bans, now, metrics } = options;
@@ -95,7 +99,7 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
   }
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!isUnderV1(request.url)) return;
+    if (!isUnderV1(request)) return;
     const setHeaders = (decision: LimitDecision) => applyRateLimitHeaders(reply, decision, now());
     const auth = await authenticator.authenticate(request);
     if (auth.key) return guardKey(request, auth.key, setHeaders);

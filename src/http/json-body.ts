@@ -53,6 +53,20 @@ function toPlain(value: unknown): unknown {
   return value;
 }
 
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * JSON text must be UTF-8 (RFC 8259). A lenient decoder would turn invalid bytes into U+FFFD and
+ * store a name other than the one sent; these bytes are refused instead.
+ */
+function decodeUtf8(body: Buffer): string {
+  try {
+    return STRICT_UTF8.decode(body);
+  } catch {
+    throw new ApiError('invalid_request', 'Request body is not valid UTF-8');
+  }
+}
+
 export function parseJsonBody(request: FastifyRequest, text: string): unknown {
   let parsed: unknown;
   try {
@@ -72,14 +86,14 @@ export function parseJsonBody(request: FastifyRequest, text: string): unknown {
 export function installJsonBodyParser(app: FastifyInstance): void {
   app.decorateRequest('exactIntegers', undefined);
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
       done(new ApiError('unsupported_media_type', `Content-Encoding ${encoding} is not supported; send the body uncompressed`), undefined);
       return;
     }
     try {
-      done(null, parseJsonBody(request, body as string));
+      done(null, parseJsonBody(request, decodeUtf8(body as Buffer)));
     } catch (err) {
       done(err as Error, undefined);
     }

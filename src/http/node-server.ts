@@ -18,7 +18,28 @@ export interface NodeServerOptions {
   tls?: TlsFiles;
 }
 
-export function createNodeServer(handler: http.RequestListener, options: NodeServerOptions): http.Server {
+/** `http://host:port` at the start of an absolute-form request target. */
+const SCHEME_AND_AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+
+/**
+ * HTTP/1.1 servers must accept a request target in absolute form (`GET http://host/v1/pets`). It is
+ * turned into the origin form (`/v1/pets`) before anything reads it, so that every check made on the
+ * path (authentication and rate limits under /v1, cache headers) sees what the router sees.
+ */
+function toOriginForm(request: http.IncomingMessage): void {
+  const url = request.url!;
+  if (url.charCodeAt(0) === 0x2f /* / */) return;
+  const authority = SCHEME_AND_AUTHORITY.exec(url);
+  if (!authority) return; // `*` (OPTIONS) or garbage: no route matches it
+  const rest = url.slice(authority[0].length);
+  request.url = rest.startsWith('/') ? rest : `/${rest}`;
+}
+
+export function createNodeServer(routeRequest: http.RequestListener, options: NodeServerOptions): http.Server {
+  const handler: http.RequestListener = (request, response) => {
+    toOriginForm(request);
+    routeRequest(request, response);
+  };
   const shared: http.ServerOptions = {
     headersTimeout: options.headersTimeoutMs,
     requestTimeout: options.requestTimeoutMs,
@@ -30,6 +51,9 @@ export function createNodeServer(handler: http.RequestListener, options: NodeSer
   const server = options.tls
     ? (https.createServer({ ...shared, cert: options.tls.cert, key: options.tls.key }, handler) as unknown as http.Server)
     : http.createServer(shared, handler);
+  // An Expect other than 100-continue would get Node's own bare 417; the service ignores the
+  // expectation instead (RFC 9110 allows it) and answers as usual, in its own shape, with its limits.
+  server.on('checkExpectation', handler);
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   server.requestTimeout = options.requestTimeoutMs;
   return server;

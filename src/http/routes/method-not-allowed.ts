@@ -13,20 +13,36 @@ const PATHS: Record<string, string> = {
   '/v1/openapi.json': 'GET, HEAD, OPTIONS',
 };
 
-const METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'TRACE', 'OPTIONS'];
+const PATTERNS = Object.entries(PATHS).map(([url, allow]) => ({ pattern: new RegExp(`^${url.replace(/:\w+/g, '[^/]+')}$`), allow }));
+
+/** The methods a known path supports, for methods the router has no routes for (PROPFIND, ...). */
+function allowedAt(path: string): string | undefined {
+  return PATTERNS.find(({ pattern }) => pattern.test(path))?.allow;
+}
+
+/** The 405 answer for a known path, or undefined for an unknown one. */
+export function notAllowedError(method: string, path: string): ApiError | undefined {
+  const allow = allowedAt(path);
+  return allow === undefined
+    ? undefined
+    : new ApiError('method_not_allowed', `${method} is not allowed on this path; allowed: ${allow}`, undefined, { Allow: allow });
+}
 
 export async function methodNotAllowed(app: FastifyInstance): Promise<void> {
+  // Every method the router knows (WebDAV's PROPFIND and SEARCH included), not only the common ones:
+  // any of them on a known path is a 405 with Allow, never a 404.
+  const methods = app.supportedMethods.filter((m) => m !== 'HEAD' && m !== 'CONNECT');
   for (const [url, allow] of Object.entries(PATHS)) {
+    const allowed = allow.split(', ');
     app.route({
-      method: METHODS.filter((m) => m === 'OPTIONS' || !allow.includes(m)),
+      method: methods.filter((m) => m === 'OPTIONS' || !allowed.includes(m)),
       url,
       schema: { hide: true },
       config: { public: true },
       // Answered before any body is read: a DELETE with a body is a 405, not a 415 or 413.
       onRequest: async (request, reply) => {
-        reply.header('Allow', allow);
-        if (request.method === 'OPTIONS') return reply.code(204).send();
-        throw new ApiError('method_not_allowed', `${request.method} is not allowed on this path; allowed: ${allow}`);
+        if (request.method === 'OPTIONS') return reply.header('Allow', allow).code(204).send();
+        throw notAllowedError(request.method, url);
       },
       handler: async () => undefined,
     });
