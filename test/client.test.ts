@@ -13,7 +13,7 @@ import { PetstoreClient, PetstoreError } from '../client/src/index.js';
 import { startTestServer, type TestServer } from './helpers.js';
 
 /** A client whose waits advance the server's clock instead of real time, and are recorded. */
-function clientFor(server: TestServer, apiKey: string, extra: { fetch?: typeof fetch } = {}) {
+function clientFor(server: TestServer, apiKey: string, extra: { fetch?: typeof fetch; maxDelayMs?: number } = {}) {
   const waits: number[] = [];
   const client = new PetstoreClient({
     baseUrl: server.url,
@@ -101,14 +101,95 @@ test('429 is retried after Retry-After (with jitter on top); a ban is not retrie
   assert.deepEqual([notFound.status, notFound.code], [404, 'not_found']);
   assert.match(notFound.requestId!, /^[0-9a-f-]{36}$/);
 
-  // Banned: a client with no retries earns the ban quickly; then a ban is never retried.
+  // Banned: a client with no retries earns the ban quickly; then a ban is never retried, by a client
+  // that would wait as long as the ban lasts for anything else.
   const impatient = new PetstoreClient({ baseUrl: server.url, apiKey: key, retries: 0 });
   for (let i = 0; i < 61; i++) await impatient.getPet(pet.id).catch(() => undefined);
   requests = 0;
-  const banned = await client.getPet(pet.id).catch((e: unknown) => e);
+  const patient = clientFor(server, key, { fetch: counting, maxDelayMs: 24 * 3_600_000 });
+  const banned = await patient.client.getPet(pet.id).catch((e: unknown) => e);
   assert.ok(banned instanceof PetstoreError);
   assert.equal(banned.code, 'key_banned');
   assert.equal(requests, 1, 'a ban is not retried');
+  assert.deepEqual(patient.waits, []);
+});
+
+/** A client over scripted answers (no server): for the retry rules alone. */
+function scripted(answers: (() => Response | Promise<Response>)[], options: { random?: () => number; maxDelayMs?: number; timeoutMs?: number; retries?: number } = {}) {
+  const waits: number[] = [];
+  let calls = 0;
+  const client = new PetstoreClient({
+    baseUrl: 'http://petstore.invalid',
+    apiKey: 'pet_live_x',
+    fetch: async () => answers[Math.min(calls++, answers.length - 1)]!(),
+    sleep: async (ms) => void waits.push(ms),
+    ...options,
+  });
+  return { client, waits, calls: () => calls };
+}
+const errorAnswer = (status: number, code: string, headers: Record<string, string> = {}) => () =>
+  new Response(JSON.stringify({ code, message: code, status }), { status, headers: { 'content-type': 'application/json', ...headers } });
+const petAnswer = () => new Response('{"id":1,"name":"a","categoryId":1,"status":"available"}', { status: 200 });
+
+test('503 is retried after its Retry-After; an HTTP-date Retry-After is honoured too', async () => {
+  const seconds = scripted([errorAnswer(503, 'unavailable', { 'retry-after': '2' }), petAnswer], { random: () => 0 });
+  assert.equal((await seconds.client.getPet(1)).name, 'a');
+  assert.deepEqual([seconds.calls(), seconds.waits], [2, [2000]]);
+
+  const date = new Date(Date.now() + 5_000).toUTCString();
+  const dated = scripted([errorAnswer(429, 'rate_limited', { 'retry-after': date }), petAnswer], { random: () => 0 });
+  await dated.client.getPet(1);
+  assert.ok(dated.waits[0]! >= 3_000 && dated.waits[0]! <= 6_000, `waited ${dated.waits[0]} ms for ${date}`);
+});
+
+test('backoff grows exponentially with full jitter; a Retry-After beyond maxDelayMs is not waited for', async () => {
+  const failing = () => Promise.reject(new TypeError('fetch failed'));
+  const low = scripted([failing], { random: () => 0.1, retries: 3 });
+  const high = scripted([failing], { random: () => 0.9, retries: 3 });
+  for (const { client } of [low, high]) {
+    const err = await client.getPet(1).catch((e: unknown) => e);
+    assert.ok(err instanceof PetstoreError);
+    assert.deepEqual([err.status, err.code], [0, 'network_error']);
+  }
+  assert.deepEqual(low.waits, [20, 40, 80]); // 0.1 of 200, 400, 800
+  assert.deepEqual(high.waits, [180, 360, 720]);
+
+  const tooLong = scripted([errorAnswer(429, 'rate_limited', { 'retry-after': '3600' }), petAnswer], { maxDelayMs: 65_000 });
+  const refused = await tooLong.client.getPet(1).catch((e: unknown) => e);
+  assert.ok(refused instanceof PetstoreError);
+  assert.deepEqual([refused.code, refused.retryAfter, tooLong.calls(), tooLong.waits], ['rate_limited', 3600, 1, []]);
+});
+
+test('an attempt that hangs is abandoned after timeoutMs and retried', async () => {
+  let attempts = 0;
+  const client = new PetstoreClient({
+    baseUrl: 'http://petstore.invalid',
+    apiKey: 'pet_live_x',
+    timeoutMs: 50,
+    sleep: async () => undefined,
+    fetch: (_input, init) => {
+      attempts++;
+      if (attempts > 1) return Promise.resolve(petAnswer());
+      return new Promise((_resolve, reject) => init!.signal!.addEventListener('abort', () => reject(init!.signal!.reason)));
+    },
+  });
+  // AbortSignal.timeout's timer does not keep the process alive; this one does, for the test's span.
+  const alive = setTimeout(() => undefined, 10_000);
+  try {
+    assert.equal((await client.getPet(1)).name, 'a');
+  } finally {
+    clearTimeout(alive);
+  }
+  assert.equal(attempts, 2);
+});
+
+test('next links are followed whether relative or absolute, with rel quoted or not', async () => {
+  const { nextLink } = await import('../client/src/index.js');
+  assert.equal(nextLink('</v1/pets?cursor=a>; rel="next"'), '/v1/pets?cursor=a');
+  assert.equal(nextLink('<https://api.example/v1/pets?cursor=b>;rel=next'), 'https://api.example/v1/pets?cursor=b');
+  assert.equal(nextLink('</docs>; rel="deprecation", </v1/pets?c=1>; rel="prev next"'), '/v1/pets?c=1');
+  assert.equal(nextLink('</v1/pets?c=1>; rel="prev"'), undefined);
+  assert.equal(nextLink(null), undefined);
 });
 
 test('the client types are what the committed OpenAPI document generates', () => {

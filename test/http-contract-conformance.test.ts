@@ -39,13 +39,14 @@ const operations: Operation[] = Object.entries(document.paths as Record<string, 
   })),
 );
 
-function responseSpec(method: string, path: string, status: number): { spec: any; where: string } | undefined {
+/** The declared response for an answer; `undeclared` when its operation does not declare the status. */
+function responseSpec(method: string, path: string, status: number): { spec: any; where: string } | 'undeclared' | undefined {
   const pathOnly = path.split('?')[0]!;
   const known = operations.filter((o) => o.template.test(pathOnly));
   const op = known.find((o) => o.method === method || (method === 'HEAD' && o.method === 'GET'));
   if (op) {
     const spec = document.paths[op.path][op.method.toLowerCase()].responses[String(status)];
-    return spec && { spec, where: `#/paths/${op.path.replaceAll('/', '~1')}/${op.method.toLowerCase()}/responses/${status}` };
+    return spec ? { spec, where: `#/paths/${op.path.replaceAll('/', '~1')}/${op.method.toLowerCase()}/responses/${status}` } : 'undeclared';
   }
   if (known.length && status === 405) return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
   return undefined;
@@ -61,8 +62,10 @@ async function checkAnswer(url: string, method: string, path: string, init: Requ
   checked++;
   statusesSeen.add(`${method} ${path.split('?')[0]!.replace(/\/v1\/pets\/.+/, '/v1/pets/{id}')} ${res.status}`);
   if (method === 'OPTIONS' && res.status === 204) return; // preflight-style answer, no body to check
+  if (path.startsWith('/v1')) for (const name of ALWAYS) assert.ok(res.headers.has(name), `missing ${name}: ${label}`);
   const found = responseSpec(method, path, res.status);
-  if (!found) {
+  assert.notEqual(found, 'undeclared', `status not declared for this operation: ${label}`);
+  if (found === undefined || found === 'undeclared') {
     // Paths the document does not describe (unknown routes) still answer in the Error shape.
     assert.ok(res.status >= 400 && res.status < 500, `undocumented success: ${label}`);
     const validate = ajv.getSchema('openapi.json#/components/schemas/Error')!;
@@ -78,11 +81,11 @@ async function checkAnswer(url: string, method: string, path: string, init: Requ
     const validate = ajv.getSchema(`openapi.json${found.where}/content/${media!.replace('/', '~1')}/schema`)!;
     assert.ok(validate(JSON.parse(text)), `body: ${label}: ${ajv.errorsText(validate.errors)}`);
   }
-  const declared = Object.entries((spec.headers ?? {}) as Record<string, { schema?: { type?: string } }>);
-  if (path.startsWith('/v1')) for (const name of ALWAYS) assert.ok(res.headers.has(name), `missing ${name}: ${label}`);
+  const declared = Object.entries((spec.headers ?? {}) as Record<string, { required?: boolean; schema?: { type?: string } }>);
   for (const [name, header] of declared) {
     const value = res.headers.get(name);
     if (value === null) {
+      assert.ok(!header.required, `required header ${name} missing: ${label}`);
       assert.ok(CONDITIONAL.has(name) || !path.startsWith('/v1'), `declared header ${name} missing: ${label}`);
       continue;
     }

@@ -97,9 +97,36 @@ describe('Idempotency-Key', () => {
     assert.notEqual(later.json.id, mine.json.id);
   });
 
+  test('a Structured Field string key and the same text unquoted are one key; quoted keys may hold spaces', async () => {
+    const send = (header: string) =>
+      call(server, 'POST', '/v1/pets', { key, body: { name: 'Quoted', categoryId: 3 }, headers: { 'idempotency-key': header } });
+    const first = await send('"sf-key-1"');
+    assert.equal(first.status, 201);
+    const bare = await send('sf-key-1');
+    assert.equal(bare.headers.get('idempotent-replayed'), 'true');
+    assert.equal(bare.json.id, first.json.id);
+    const spaced = await send('"with a space \\" and a quote"');
+    assert.equal(spaced.status, 201);
+    assert.equal((await send('"with a space \\" and a quote"')).headers.get('idempotent-replayed'), 'true');
+  });
+
+  test('expired keys are purged from storage, not only forgotten', async () => {
+    const scope = { keyId: 'key_purge', idempotencyKey: 'old' };
+    const t0 = server.clock.now();
+    assert.deepEqual(await server.store.claimIdempotencyKey(scope, 'h', t0, 86_400_000, 60_000), { state: 'claimed' });
+    assert.equal(await server.store.purgeIdempotencyKeys(t0 - 1), 0);
+    // A create more than a day later purges every claim made before its window.
+    server.clock.advance(24 * 60 * 60 * 1000 + 61_000);
+    await call(server, 'POST', '/v1/pets', { key, body: { name: 'Purger', categoryId: 1 }, headers: { 'idempotency-key': 'purger' } });
+    await new Promise((r) => setTimeout(r, 100)); // the purge runs off the request's path
+    assert.equal(await server.store.purgeIdempotencyKeys(t0), 0, 'the old claim was already purged');
+    // A claim with a different request for the same key is free again: nothing of the old one is left.
+    assert.deepEqual(await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), 86_400_000, 60_000), { state: 'claimed' });
+  });
+
   test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {
     const before = await count(server);
-    for (const bad of ['x'.repeat(256), 'has space']) {
+    for (const bad of ['x'.repeat(256), 'has space', '""', '"unterminated', '"bad \\ escape"']) {
       const res = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Bad key', categoryId: 1 }, headers: { 'idempotency-key': bad } });
       errorOf(res, 400, 'invalid_request');
     }

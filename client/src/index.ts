@@ -8,8 +8,9 @@
  *   create a second pet.
  * - getPet(): the deprecated single read.
  * - Errors are PetstoreError with the service's `code`, `status` and `requestId`.
- * - Retries: 429 (rate_limited), 503, 409 (idempotency key in use) and network failures are retried
- *   with exponential backoff and full jitter, waiting at least `Retry-After`; a ban (key_banned) and
+ * - Retries: 429 (rate_limited), 503, 409 (idempotency key in use), network failures and attempts
+ *   that time out are retried with exponential backoff and full jitter, waiting at least
+ *   `Retry-After` (seconds or an HTTP date); a ban (key_banned), a wait longer than maxDelayMs and
  *   every other error are not retried.
  */
 import { randomUUID } from 'node:crypto';
@@ -20,20 +21,27 @@ type Schemas = components['schemas'];
 export type PetStatus = Schemas['PetStatus'];
 export type Pet = Omit<Schemas['Pet'], 'id' | 'categoryId'> & { id: bigint; categoryId: bigint };
 /** status may be left out: the service defaults it to `available`. */
-export type NewPet = Omit<Schemas['NewPet'], 'categoryId' | 'status'> & { categoryId: bigint | number; status?: PetStatus };
+export type NewPet = Omit<Schemas['NewPet'], 'categoryId'> & { categoryId: bigint | number };
 export type ErrorBody = Schemas['Error'];
+/**
+ * The service's error codes, plus two of the client's own: `http_error` for an answer that is not in
+ * the service's Error shape (a proxy's page, say) and `network_error` when no answer came at all.
+ */
+export type ErrorCode = ErrorBody['code'] | 'http_error' | 'network_error';
 
 export class PetstoreError extends Error {
   constructor(
+    /** The HTTP status, or 0 when no answer came (`network_error`). */
     readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly requestId: string | undefined,
     /** Seconds the service asked to wait (Retry-After), when it did. */
     readonly retryAfter: number | undefined,
     readonly details?: ErrorBody['details'],
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = 'PetstoreError';
   }
 }
@@ -43,8 +51,13 @@ export interface RetryOptions {
   retries?: number;
   /** First backoff step in ms (default 200), doubled each attempt. */
   baseDelayMs?: number;
-  /** Longest single wait in ms (default 30,000); a longer Retry-After is not waited for. */
+  /**
+   * Longest single wait in ms (default 65,000, so that a minute window's Retry-After is waited
+   * for); a longer Retry-After, such as a day window's, is not waited for and its error is thrown.
+   */
   maxDelayMs?: number;
+  /** How long one attempt may take before it is abandoned and retried, in ms (default 30,000). */
+  timeoutMs?: number;
 }
 
 export interface ClientOptions extends RetryOptions {
@@ -80,6 +93,7 @@ export class PetstoreClient {
   readonly #retries: number;
   readonly #baseDelayMs: number;
   readonly #maxDelayMs: number;
+  readonly #timeoutMs: number;
 
   constructor(options: ClientOptions) {
     this.#baseUrl = options.baseUrl.replace(/\/$/, '');
@@ -89,7 +103,8 @@ export class PetstoreClient {
     this.#random = options.random ?? Math.random;
     this.#retries = options.retries ?? 4;
     this.#baseDelayMs = options.baseDelayMs ?? 200;
-    this.#maxDelayMs = options.maxDelayMs ?? 30_000;
+    this.#maxDelayMs = options.maxDelayMs ?? 65_000;
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
   }
 
   /** Every pet, in ascending id order, fetched a page at a time. */
@@ -97,39 +112,47 @@ export class PetstoreClient {
     const params = new URLSearchParams();
     if (query.limit !== undefined) params.set('limit', String(query.limit));
     if (query.status) params.set('status', query.status);
-    let next: string | undefined = `/v1/pets${params.size ? `?${params}` : ''}`;
+    let next: string | undefined = `${this.#baseUrl}/v1/pets${params.size ? `?${params}` : ''}`;
     while (next) {
       const { body, headers } = await this.#request('GET', next);
       for (const pet of body as Pet[]) yield pet;
-      next = /<([^>]+)>;\s*rel="next"/.exec(headers.get('link') ?? '')?.[1];
+      const link = nextLink(headers.get('link'));
+      // The link may be relative (this service sends `/v1/pets?...`) or absolute.
+      next = link === undefined ? undefined : new URL(link, next).toString();
     }
   }
 
   /** Creates a pet; safe to retry, since every attempt carries the same Idempotency-Key. */
   async createPet(pet: NewPet, options: { idempotencyKey?: string } = {}): Promise<Pet & { replayed: boolean }> {
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const { body, headers } = await this.#request('POST', '/v1/pets', stringify(pet), { 'idempotency-key': idempotencyKey });
+    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringify(pet), { 'idempotency-key': idempotencyKey });
     return { ...(body as Pet), replayed: headers.get('idempotent-replayed') === 'true' };
   }
 
   /** @deprecated The service removes this operation on 5 December 2030; use listPets. */
   async getPet(id: bigint | number): Promise<Pet> {
-    return (await this.#request('GET', `/v1/pets/${id}`)).body as Pet;
+    return (await this.#request('GET', `${this.#baseUrl}/v1/pets/${id}`)).body as Pet;
   }
 
-  async #request(method: string, path: string, body?: string, extraHeaders: Record<string, string> = {}) {
+  async #request(method: string, url: string, body?: string, extraHeaders: Record<string, string> = {}) {
     const headers: Record<string, string> = { authorization: `Bearer ${this.#apiKey}`, accept: 'application/json', ...extraHeaders };
     if (body !== undefined) headers['content-type'] = 'application/json';
     for (let attempt = 0; ; attempt++) {
       let response: Response;
+      let text: string;
       try {
-        response = await this.#fetch(this.#baseUrl + path, { method, headers, body });
+        response = await this.#fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+        text = await response.text();
       } catch (err) {
-        if (attempt >= this.#retries) throw err;
+        // No answer (refused, reset, timed out): safe to retry, creates included (same Idempotency-Key).
+        if (attempt >= this.#retries) {
+          throw new PetstoreError(0, 'network_error', `${method} ${url} got no answer: ${(err as Error).message}`, undefined, undefined, undefined, {
+            cause: err,
+          });
+        }
         await this.#sleep(this.#backoff(attempt, undefined));
         continue;
       }
-      const text = await response.text();
       if (response.ok) return { body: text ? parseJson(text) : undefined, headers: response.headers };
       const error = this.#errorOf(response, text);
       const banned = error.code === 'key_banned';
@@ -154,14 +177,30 @@ export class PetstoreClient {
     } catch {
       // not JSON: described by the status alone
     }
-    const retryAfter = Number(response.headers.get('retry-after') ?? NaN);
     return new PetstoreError(
       response.status,
       body.code ?? 'http_error',
       body.message ?? `HTTP ${response.status}`,
       body.requestId ?? response.headers.get('x-request-id') ?? undefined,
-      Number.isFinite(retryAfter) ? retryAfter : undefined,
+      retryAfterSeconds(response.headers.get('retry-after'), Date.now()),
       body.details,
     );
   }
+}
+
+/** Retry-After as whole seconds: given as seconds, or as an HTTP date (RFC 9110 allows both). */
+export function retryAfterSeconds(value: string | null, nowMs: number): number | undefined {
+  if (value === null) return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - nowMs) / 1000));
+}
+
+/** The target of the `rel="next"` link of a Link header (RFC 8288: rel quoted or not, among others). */
+export function nextLink(header: string | null): string | undefined {
+  for (const match of (header ?? '').matchAll(/<([^>]*)>((?:\s*;\s*[^;,]+)*)/g)) {
+    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(match[2]!);
+    if ((rel?.[1] ?? rel?.[2] ?? '').toLowerCase().split(/\s+/).includes('next')) return match[1];
+  }
+  return undefined;
 }

@@ -86,10 +86,9 @@ export interface components {
             categoryId: number;
             /**
              * @description Availability status; `available` when omitted.
-             * @default available
              * @enum {string}
              */
-            status: "available" | "pending" | "sold";
+            status?: "available" | "pending" | "sold";
         };
         /** @description A page of pets in ascending id order. */
         Pets: components["schemas"]["Pet"][];
@@ -163,17 +162,17 @@ export interface operations {
             200: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"`. Absent on the last page. */
                     Link?: string;
                     [name: string]: unknown;
@@ -186,17 +185,17 @@ export interface operations {
             400: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -207,19 +206,19 @@ export interface operations {
             401: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -230,19 +229,19 @@ export interface operations {
             429: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -299,7 +298,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A unique value per logical create (for example a UUID), 1 to 255 visible ASCII characters. */
+                /** @description A unique value per logical create (for example a UUID): a Structured Field string as the IETF draft defines it (`"..."`), or the same text unquoted, 1 to 255 visible ASCII characters. `"abc"` and `abc` are the same key. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -315,19 +314,19 @@ export interface operations {
             201: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description The created pet's URL, `/v1/pets/{id}`. */
-                    Location?: string;
+                    Location: string;
                     /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -340,17 +339,17 @@ export interface operations {
             400: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -361,19 +360,19 @@ export interface operations {
             401: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -384,19 +383,19 @@ export interface operations {
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -407,17 +406,17 @@ export interface operations {
             413: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -428,17 +427,17 @@ export interface operations {
             415: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -449,17 +448,17 @@ export interface operations {
             422: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -470,19 +469,19 @@ export interface operations {
             429: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -551,21 +550,21 @@ export interface operations {
             200: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;
@@ -578,21 +577,21 @@ export interface operations {
             400: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;
@@ -605,23 +604,23 @@ export interface operations {
             401: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;
@@ -634,21 +633,21 @@ export interface operations {
             404: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;
@@ -661,21 +660,21 @@ export interface operations {
             410: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;
@@ -688,23 +687,23 @@ export interface operations {
             429: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
+                    "X-Request-Id": string;
                     /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Limit": number;
                     /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Remaining": number;
                     /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
+                    "X-RateLimit-Reset": number;
                     /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
+                    "RateLimit-Policy": string;
                     /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    RateLimit: string;
                     /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
+                    Deprecation: string;
                     /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
+                    Sunset: string;
                     /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
                     Link?: string;
                     [name: string]: unknown;

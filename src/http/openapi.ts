@@ -28,7 +28,21 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         description: DESCRIPTION,
         license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       },
-      servers: [{ url: '/', description: 'The server that serves this document (production or staging, per PETSTORE_ENV).' }],
+      // The paths carry /v1 themselves, so a server is an origin. The first is the one serving this
+      // document; the other two name the two environments, whose addresses are the operator's.
+      servers: [
+        { url: '/', description: 'The server that serves this document (production or staging, per its PETSTORE_ENV).' },
+        {
+          url: '{origin}',
+          description: 'Production: keys start with `pet_live_`.',
+          variables: { origin: { default: 'http://127.0.0.1:8080', description: 'Scheme, host and port of the production deployment.' } },
+        },
+        {
+          url: '{origin}',
+          description: 'Staging: the same paths and code on its own database; keys start with `pet_test_`.',
+          variables: { origin: { default: 'http://127.0.0.1:8081', description: 'Scheme, host and port of the staging deployment.' } },
+        },
+      ],
       tags: [{ name: 'pets', description: 'Animals available for adoption.' }],
       security: [{ bearerAuth: [] }],
       components: {
@@ -40,6 +54,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     refResolver: { buildLocalReference: (schema, _base, _fragment, i) => String(schema.$id ?? `schema${i}`) },
     transformObject: (documentObject) => {
       const doc = (documentObject as { openapiObject: Record<string, any> }).openapiObject;
+      markHeadersRequired(doc.paths);
       doc.components.responses = {
         MethodNotAllowed: {
           description: 'Any method other than those listed in `Allow` on a known path (code `method_not_allowed`).',
@@ -52,6 +67,25 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       return doc;
     },
   });
+}
+
+/** Declared headers that only some answers of a status carry: a next page exists, a replay, ... */
+const CONDITIONAL_HEADERS = new Set(['Link', 'Idempotent-Replayed']);
+
+/**
+ * Marks the headers every answer of a status carries as `required`, so generated clients type them
+ * as present. 5xx answers are left out: a storage outage can end a request before its key, and so
+ * its rate-limit window, is known.
+ */
+function markHeadersRequired(paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { required?: boolean }> }> }>>): void {
+  for (const operations of Object.values(paths)) {
+    for (const { responses } of Object.values(operations)) {
+      for (const [status, response] of Object.entries(responses)) {
+        if (Number(status) >= 500) continue;
+        for (const [name, header] of Object.entries(response.headers ?? {})) if (!CONDITIONAL_HEADERS.has(name)) header.required = true;
+      }
+    }
+  }
 }
 
 /** The document as served and as committed, byte for byte. */

@@ -3,7 +3,7 @@
  * generated from them, so they are the one source of truth for what a client sees.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { DEFAULT_PET_STATUS, NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.js';
+import { NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.js';
 import { ERROR_CODES } from './errors.js';
 
 const int64Positive = (description: string) =>
@@ -40,7 +40,9 @@ export const NewPet = Type.Object(
     }),
     categoryId: int64Positive('Identifier of the category the animal belongs to.'),
     status: Type.Optional(
-      stringEnum(PET_STATUSES, { default: DEFAULT_PET_STATUS, description: 'Availability status; `available` when omitted.' }),
+      // No `default` keyword: generated clients would then make the field required. The service
+      // applies the default itself (create-pet.ts).
+      stringEnum(PET_STATUSES, { description: 'Availability status; `available` when omitted.' }),
     ),
   },
   {

@@ -89,6 +89,8 @@ export interface IdempotencyStore {
   createPetIdempotently(scope: IdempotencyScope, pet: NewPet, render: (pet: Pet) => StoredResponse): Promise<StoredResponse>;
   /** Drops an unfinished claim whose request failed, so a retry may create. */
   releaseIdempotencyKey(scope: IdempotencyScope): Promise<void>;
+  /** Deletes every claim made at or before beforeMs (expired ones), so the table does not grow without end. */
+  purgeIdempotencyKeys(beforeMs: number): Promise<number>;
 }
 
 export interface KeyStore {

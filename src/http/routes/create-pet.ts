@@ -17,7 +17,17 @@ import { NewPet } from '../schemas.js';
 const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** An unfinished claim older than this belongs to a request that died; a retry may take it over. */
 const CLAIM_STALE_MS = 60_000;
+/** How often expired claims are deleted, by whichever request comes along first. */
+const PURGE_EVERY_MS = 60_000;
 const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The draft defines the header as a Structured Field string (`Idempotency-Key: "8e03978e..."`); a bare
+ * token is accepted too. Both name the same key: `"abc"` and `abc` are one key.
+ */
+function idempotencyKeyOf(header: string): string {
+  return header.length >= 2 && header.startsWith('"') && header.endsWith('"') ? header.slice(1, -1).replace(/\\([\\"])/g, '$1') : header;
+}
 
 function invalid(field: string, problem: string): ApiError {
   return new ApiError('invalid_request', `Invalid body: ${field} ${problem}`, [{ field, problem }]);
@@ -34,6 +44,13 @@ export interface CreatePetDeps {
 }
 
 export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, { pets, now }) => {
+  let purgedAtMs = 0;
+  /** Expired claims go at most once a minute per instance, off the request's path. */
+  const purgeExpired = (nowMs: number): void => {
+    if (nowMs - purgedAtMs < PURGE_EVERY_MS) return;
+    purgedAtMs = nowMs;
+    pets.purgeIdempotencyKeys(nowMs - IDEMPOTENCY_WINDOW_MS).catch((err: unknown) => app.log.warn({ err }, 'purging expired idempotency keys failed'));
+  };
   app.post(
     '/v1/pets',
     {
@@ -49,8 +66,9 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
             Type.String({
               minLength: 1,
               maxLength: 255,
-              pattern: '^[\\x21-\\x7E]+$',
-              description: 'A unique value per logical create (for example a UUID), 1 to 255 visible ASCII characters.',
+              pattern: '^(?:[\\x21\\x23-\\x7E][\\x21-\\x7E]*|"(?:[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]|\\\\[\\\\"])+")$',
+              description:
+                'A unique value per logical create (for example a UUID): a Structured Field string as the IETF draft defines it (`"..."`), or the same text unquoted, 1 to 255 visible ASCII characters. `"abc"` and `abc` are the same key.',
             }),
           ),
         }),
@@ -82,8 +100,10 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
         return reply.code(201).header('Location', `/v1/pets/${created.id}`).send(created);
       }
 
-      const scope = { keyId: request.apiKey!.id, idempotencyKey };
-      const claim = await pets.claimIdempotencyKey(scope, requestHash(pet), now(), IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+      const scope = { keyId: request.apiKey!.id, idempotencyKey: idempotencyKeyOf(idempotencyKey) };
+      const nowMs = now();
+      purgeExpired(nowMs);
+      const claim = await pets.claimIdempotencyKey(scope, requestHash(pet), nowMs, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
       if (claim.state === 'in_flight') {
         throw new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry when it has completed', undefined, {
           'Retry-After': '1',

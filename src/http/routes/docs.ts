@@ -28,6 +28,7 @@ const PAGE = `<!doctype html>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>Pet adoption API</title>
+  <link rel="icon" href="data:,">
 </head>
 <body>
   <redoc spec-url="/v1/openapi.json" hide-download-button="false" expand-responses="200,201,429" native-scrollbars></redoc>

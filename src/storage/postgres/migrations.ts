@@ -72,6 +72,11 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
       );
     `,
   },
+  {
+    version: 5,
+    name: 'idempotency keys by age, for purging expired ones',
+    sql: `CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
+  },
 ];
 
 export async function migrate(pool: Pool): Promise<void> {

@@ -199,6 +199,10 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       await query('DELETE FROM idempotency_keys WHERE key_id = $1 AND idempotency_key = $2 AND status IS NULL', [keyId, idempotencyKey]);
     },
 
+    async purgeIdempotencyKeys(beforeMs) {
+      return (await query('DELETE FROM idempotency_keys WHERE created_at <= $1 RETURNING 1', [beforeMs])).length;
+    },
+
     async createKey(key: NewApiKey): Promise<ApiKey> {
       const [row] = await query<ApiKeyRow>(
         `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at)

@@ -90,6 +90,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
   const takeOverClaim = db.prepare('UPDATE idempotency_keys SET request_hash = ?, created_at = ? WHERE key_id = ? AND idempotency_key = ?');
   const finishClaim = db.prepare('UPDATE idempotency_keys SET status = ?, body = ?, location = ? WHERE key_id = ? AND idempotency_key = ?');
   const deleteClaim = db.prepare('DELETE FROM idempotency_keys WHERE key_id = ? AND idempotency_key = ? AND status IS NULL');
+  const deleteExpiredClaims = db.prepare('DELETE FROM idempotency_keys WHERE created_at <= ?');
   // IMMEDIATE: the claim is decided under the write lock, so two processes cannot both claim a key.
   const claim = db.transaction(
     ({ keyId, idempotencyKey }: IdempotencyScope, requestHash: string, nowMs: number, expiresAfterMs: number, staleAfterMs: number): IdempotencyClaim => {
@@ -134,6 +135,10 @@ export function openSqliteStore(options: SqliteOptions): Store {
 
     async releaseIdempotencyKey({ keyId, idempotencyKey }) {
       deleteClaim.run(keyId, idempotencyKey);
+    },
+
+    async purgeIdempotencyKeys(beforeMs) {
+      return deleteExpiredClaims.run(beforeMs).changes;
     },
 
     async createKey(key: NewApiKey): Promise<ApiKey> {
