@@ -59,6 +59,7 @@ export type AppConfig = Pick<
   | 'banThreshold'
   | 'banDurationSeconds'
   | 'pageCacheSize'
+  | 'pageCacheTtlMs'
   | 'headersTimeoutMs'
   | 'requestTimeoutMs'
   | 'keepAliveTimeoutMs'
@@ -148,7 +149,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
 
   await registerOpenApi(app);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
-  await app.register(listPets, { pets: deps.store, cursors, pageCacheSize: config.pageCacheSize });
+  await app.register(listPets, { pets: deps.store, cursors, pageCacheSize: config.pageCacheSize, pageCacheTtlMs: config.pageCacheTtlMs, now });
   await app.register(createPet, { pets: deps.store, now });
   await app.register(getPet, { pets: deps.store, now });
   await app.register(methodNotAllowed);

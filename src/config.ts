@@ -27,8 +27,10 @@ export interface Config {
   /** Refused (429) requests of a key within one minute window that earn it a temporary ban. */
   banThreshold: number;
   banDurationSeconds: number;
-  /** Finished list pages kept serialised in memory on engines where they are final (0 turns it off). */
+  /** Full list pages kept serialised in memory (0 turns the cache off). */
   pageCacheSize: number;
+  /** How long a full page is reused on engines where it can still change for a moment (PostgreSQL); 0: never. */
+  pageCacheTtlMs: number;
   /** Longest wait for a request's headers; slow or silent connections are closed with 408 after it. */
   headersTimeoutMs: number;
   /** Longest wait for a whole request (headers and body). */
@@ -142,6 +144,7 @@ export function loadConfig(env: Env): Readonly<Config> {
     banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
     banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
     pageCacheSize: integer(env, 'PAGE_CACHE_SIZE', 1000, 0, 1_000_000),
+    pageCacheTtlMs: integer(env, 'PAGE_CACHE_TTL_MS', 1000, 0, 60_000),
     ...timeouts(env),
     // Longer than the usual proxy idle timeout (60 s), so the proxy, not the server, ends idle
     // connections and never sends a request on one the server is closing.

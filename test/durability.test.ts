@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTestDatabase, POSTGRES_URL } from './engines.js';
+import { createTestDatabase, requirePostgres } from './engines.js';
 import { tempDir } from './helpers.js';
 import { runCli, startServerProcess } from './process.js';
 
@@ -105,12 +105,7 @@ test('SQLite: every 201 survives a kill -9, and nothing unacknowledged appears b
 });
 
 test('PostgreSQL: every 201 survives a kill -9, and nothing unacknowledged appears but in-flight creates', async (t) => {
-  if (!POSTGRES_URL) {
-    console.log('#'.repeat(70) + '\n# SKIPPED: PostgreSQL crash test (set PETSTORE_TEST_POSTGRES_URL)\n' + '#'.repeat(70));
-    if (process.env.CI === 'true') assert.fail('CI=true needs PETSTORE_TEST_POSTGRES_URL');
-    t.skip('PETSTORE_TEST_POSTGRES_URL is not set');
-    return;
-  }
+  if (!requirePostgres(t, 'PostgreSQL crash test')) return;
   const database = await createTestDatabase();
   try {
     await crashMidLoad(database.url);

@@ -24,14 +24,30 @@ if (ENGINE === 'postgres' && (!POSTGRES_URL || !REDIS_URL)) {
   throw new Error('PETSTORE_TEST_ENGINE=postgres needs PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL');
 }
 
-async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
+/** Runs work with a PostgreSQL client of its own on url, closed afterwards. */
+export async function withPostgres<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     return await work(client);
   } finally {
     await client.end();
   }
+}
+
+const admin = <T>(work: (client: pg.Client) => Promise<T>): Promise<T> => withPostgres(POSTGRES_URL!, work);
+
+/**
+ * For a test that needs PostgreSQL (and Redis, when `redis` is set): true when they are configured.
+ * Otherwise it says so loudly and skips the test, or fails it under CI=true, where every engine must run.
+ */
+export function requirePostgres(t: { skip(message: string): void }, what: string, redis = false): boolean {
+  const needed = redis ? 'PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL' : 'PETSTORE_TEST_POSTGRES_URL';
+  if (POSTGRES_URL && (!redis || REDIS_URL)) return true;
+  console.log('#'.repeat(70) + `\n# SKIPPED: ${what} (set ${needed})\n` + '#'.repeat(70));
+  if (process.env.CI === 'true') throw new Error(`CI=true needs ${needed}`);
+  t.skip(`${needed} not set`);
+  return false;
 }
 
 /** A new, empty PostgreSQL database; returns its URL and a function that drops it. */

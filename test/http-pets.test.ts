@@ -1,6 +1,7 @@
 /** The three operations at the HTTP boundary: bodies, defaults, order, pagination, exact int64. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { ENGINE, withPostgres } from './engines.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 describe('pets', () => {
@@ -169,7 +170,30 @@ describe('listing', () => {
     assert.equal(grown.json.at(-1).id, added.json.id);
   });
 
-    test('unknown query parameters are ignored', async () => {
+  test('a full page changed behind the cache is served as cached for PAGE_CACHE_TTL_MS on PostgreSQL, for ever on SQLite', async () => {
+    const own = await startTestServer({ pageCacheTtlMs: 1000 });
+    try {
+      const ownKey = await own.key('business');
+      for (const name of ['a', 'b', 'c']) await call(own, 'POST', '/v1/pets', { key: ownKey, body: { name, categoryId: 1 } });
+      const first = await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey });
+      assert.deepEqual(first.json.map((p: { name: string }) => p.name), ['a', 'b']);
+      // What only PostgreSQL can do to a full page: a pet below its last id disappears (a create whose
+      // outcome was lost, undone) or appears (a slower transaction filling a gap).
+      if (ENGINE === 'postgres') {
+        await withPostgres(own.databaseUrl, (c) => c.query("DELETE FROM pets WHERE name = 'b'"));
+      }
+      own.clock.advance(999);
+      assert.equal((await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey })).text, first.text, 'served from the cache');
+      own.clock.advance(1);
+      const later = await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey });
+      if (ENGINE === 'postgres') assert.deepEqual(later.json.map((p: { name: string }) => p.name), ['a', 'c'], 'read again after its lifetime');
+      else assert.equal(later.text, first.text, 'final on SQLite');
+    } finally {
+      await own.close();
+    }
+  });
+
+  test('unknown query parameters are ignored', async () => {
     const res = await call(server, 'GET', '/v1/pets?limit=2&sort=desc&foo=bar', { key });
     assert.equal(res.status, 200);
     assert.equal(res.json.length, 2);

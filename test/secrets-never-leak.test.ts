@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTestDatabase, POSTGRES_URL } from './engines.js';
+import { createTestDatabase, requirePostgres } from './engines.js';
 import { tempDir } from './helpers.js';
 import { runCli, startServerProcess } from './process.js';
 
@@ -77,12 +77,7 @@ test('SQLite: no key, key hash or secret in logs, answers or metrics', async () 
 });
 
 test('PostgreSQL: nor the database password from DATABASE_URL', async (t) => {
-  if (!POSTGRES_URL) {
-    console.log('#'.repeat(70) + '\n# SKIPPED: PostgreSQL secrets test (set PETSTORE_TEST_POSTGRES_URL)\n' + '#'.repeat(70));
-    if (process.env.CI === 'true') assert.fail('CI=true needs PETSTORE_TEST_POSTGRES_URL');
-    t.skip('PETSTORE_TEST_POSTGRES_URL is not set');
-    return;
-  }
+  if (!requirePostgres(t, 'PostgreSQL secrets test')) return;
   const database = await createTestDatabase();
   try {
     const url = new URL(database.url);

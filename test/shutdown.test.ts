@@ -17,7 +17,7 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { createTestDatabase, POSTGRES_URL, REDIS_URL } from './engines.js';
+import { createTestDatabase, POSTGRES_URL, REDIS_URL, requirePostgres } from './engines.js';
 import { tempDir } from './helpers.js';
 import { runCli, startServerProcess, type ServerProcess } from './process.js';
 import { nextAnswer, openSocket, request, untilClosed } from './raw-clients.js';
@@ -215,12 +215,7 @@ test('SIGTERM under load on SQLite: nothing reset, all 2xx, the slow create comp
 });
 
 test('SIGTERM under load on PostgreSQL and Redis: the same promises', async (t) => {
-  if (!POSTGRES_URL || !REDIS_URL) {
-    console.log('#'.repeat(70) + '\n# SKIPPED: PostgreSQL + Redis shutdown test (set PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL)\n' + '#'.repeat(70));
-    if (process.env.CI === 'true') assert.fail('CI=true needs PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL');
-    t.skip('PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are not set');
-    return;
-  }
+  if (!requirePostgres(t, 'PostgreSQL + Redis shutdown test', true)) return;
   const deployment = await postgresDeployment();
   try {
     await shutDownUnderLoad(deployment);

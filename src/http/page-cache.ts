@@ -1,34 +1,54 @@
 /**
- * Finished list pages, kept serialised. Pets are never updated or deleted and, on an engine whose
- * ids are committed in increasing order, nothing can ever appear before an id already seen: a page
- * that has a next page is final. Such pages are served from here, body and Link header as first
- * computed; the last page of a list (which grows) is never cached. Least recently used pages go
- * first once `capacity` is reached.
+ * Full list pages, kept serialised: body and Link header as first computed, served without a query.
+ * Only a page that has a next page is kept; the last page of a list (which grows) is always read
+ * fresh.
+ *
+ * Pets are never updated or deleted, and a new pet takes an id above every id a full page covers, so
+ * a full page changes only where ids are committed out of order:
+ * - SQLite serialises its writers, so a full page is final there and is kept until evicted.
+ * - PostgreSQL hands out sequence values before commit, so for a moment a slower transaction can
+ *   still fill a gap below a page's last id (and a create whose outcome was lost is undone when the
+ *   database returns). A full page is kept there for `ttlMs` only: a reader sees such a late pet at
+ *   most that much later than a reader who queried, which is the same kind of lag a client paging
+ *   through already has (it may have passed that id before the pet committed).
+ * Least recently used pages go first once `capacity` is reached.
  */
 export interface CachedPage {
   body: string;
   link: string;
 }
 
-export class PageCache {
-  readonly #pages = new Map<string, CachedPage>();
+interface Entry extends CachedPage {
+  expiresAtMs: number;
+}
 
-  constructor(private readonly capacity: number) {}
+export class PageCache {
+  readonly #pages = new Map<string, Entry>();
+
+  /**
+   * @param capacity pages kept at most (0: none)
+   * @param ttlMs how long a page is served after it was read; Infinity where pages are final
+   */
+  constructor(
+    private readonly capacity: number,
+    private readonly ttlMs: number,
+    private readonly now: () => number,
+  ) {}
 
   get(key: string): CachedPage | undefined {
     const page = this.#pages.get(key);
-    if (page) {
-      // Map keeps insertion order: re-inserting marks the page as most recently used.
-      this.#pages.delete(key);
-      this.#pages.set(key, page);
-    }
+    if (page === undefined) return undefined;
+    this.#pages.delete(key);
+    if (page.expiresAtMs <= this.now()) return undefined;
+    // Map keeps insertion order: re-inserting marks the page as most recently used.
+    this.#pages.set(key, page);
     return page;
   }
 
   set(key: string, page: CachedPage): void {
-    if (this.capacity === 0) return;
+    if (this.capacity === 0 || this.ttlMs <= 0) return;
     this.#pages.delete(key);
-    this.#pages.set(key, page);
+    this.#pages.set(key, { ...page, expiresAtMs: this.now() + this.ttlMs });
     if (this.#pages.size > this.capacity) this.#pages.delete(this.#pages.keys().next().value!);
   }
 }

@@ -13,11 +13,14 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 export interface ListPetsDeps {
   pets: PetStore;
   cursors: CursorCodec;
-  /** How many finished pages to keep serialised (0: none); used only where pages are final. */
+  /** How many full pages to keep serialised (0: none). */
   pageCacheSize: number;
+  /** How long a full page is reused where it can still change for a moment (see page-cache.ts). */
+  pageCacheTtlMs: number;
+  now: () => number;
 }
 
-export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors, pageCacheSize }) => {
+export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors, pageCacheSize, pageCacheTtlMs, now }) => {
   /** The RFC 8288 link to the page after the one ending at lastId, with the same filters and limit. */
   const nextLink = (limit: number, status: PetStatus | undefined, lastId: bigint): string => {
     const next = new URLSearchParams({ limit: String(limit) });
@@ -25,7 +28,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
     next.set('cursor', cursors.encode({ afterId: lastId, status }));
     return `</v1/pets?${next}>; rel="next"`;
   };
-  const finished = new PageCache(pets.fullPagesAreFinal ? pageCacheSize : 0);
+  const finished = new PageCache(pageCacheSize, pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now);
   app.get(
     '/v1/pets',
     {
@@ -73,8 +76,10 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
       if (pets.listPetsJson) {
         // The engine writes the page's JSON itself: no row objects to build and serialise again.
         const page = await pets.listPetsJson({ status, afterId, limit });
-        if (page.more) reply.header('Link', nextLink(limit, status, page.lastId!));
-        return reply.type(JSON_TYPE).send(page.json);
+        if (!page.more) return reply.type(JSON_TYPE).send(page.json);
+        const link = nextLink(limit, status, page.lastId!);
+        finished.set(cacheKey, { body: page.json, link });
+        return reply.header('Link', link).type(JSON_TYPE).send(page.json);
       }
       // One extra row tells whether a next page exists without a second query.
       const page = await pets.listPets({ status, afterId, limit: limit + 1 });
