@@ -120,8 +120,9 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   limitConnections(app, config, unrouted.connect);
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header(REQUEST_ID_HEADER, request.id);
+    done();
   });
   installDraining(app);
   installSecurityHeaders(app, config.corsOrigins);

@@ -25,7 +25,9 @@ export function installDraining(app: FastifyInstance): void {
   app.decorate('startDraining', () => {
     draining = true;
   });
-  app.addHook('onSend', async (_request, reply) => {
+  // Synchronous: an async hook would defer every answer to a later tick, draining or not.
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (draining) reply.header('Connection', 'close');
+    done(null, payload);
   });
 }

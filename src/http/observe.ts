@@ -17,24 +17,29 @@ export function operationOf(request: FastifyRequest): string {
 }
 
 export function installObservation(app: FastifyInstance, metrics: Metrics): void {
-  app.addHook('onResponse', async (request, reply) => {
+  // Synchronous, like the other per-request hooks: no promise per answer.
+  app.addHook('onResponse', (request, reply, done) => {
     const operation = operationOf(request);
     metrics.requests.inc({ operation, status: reply.statusCode });
     metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
     if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, key_id: request.apiKey.id });
-    if (!VERBOSE_LEVELS.has(request.log.level)) return;
-    request.log.info(
-      {
-        method: request.method,
-        route: request.routeOptions.url ?? null,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        keyId: request.apiKey?.id ?? request.refusedKeyId ?? null,
-        client: request.ip,
-      },
-      'request',
-    );
+    if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
+    done();
   });
+}
+
+function logAnswer(request: FastifyRequest, status: number, elapsedMs: number): void {
+  request.log.info(
+    {
+      method: request.method,
+      route: request.routeOptions.url ?? null,
+      status,
+      ms: Math.round(elapsedMs * 10) / 10,
+      keyId: request.apiKey?.id ?? request.refusedKeyId ?? null,
+      client: request.ip,
+    },
+    'request',
+  );
 }
 
 /**

@@ -39,7 +39,7 @@ export class PageCache {
     const page = this.#pages.get(key);
     if (page === undefined) return undefined;
     this.#pages.delete(key);
-    if (page.expiresAtMs <= this.now()) return undefined;
+    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.now()) return undefined; // final pages need no clock
     // Map keeps insertion order: re-inserting marks the page as most recently used.
     this.#pages.set(key, page);
     return page;

@@ -45,23 +45,24 @@ export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readon
     return allowed;
   };
 
-  // A CORS preflight is answered before authentication: browsers never send credentials with it.
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.method !== 'OPTIONS' || !request.headers['access-control-request-method']) return;
-    if (!applyCors(request, reply)) return; // not an allowed origin: the ordinary OPTIONS answer
-    return reply
-      .header('Access-Control-Allow-Methods', ALLOWED_METHODS)
-      .header('Access-Control-Allow-Headers', ALLOWED_HEADERS)
-      .header('Access-Control-Max-Age', PREFLIGHT_MAX_AGE)
-      .code(204)
-      .send();
-  });
-
-  app.addHook('onSend', async (request, reply) => {
-    reply.header('X-Content-Type-Options', BASELINE_HEADERS['X-Content-Type-Options']);
-    reply.header('Referrer-Policy', BASELINE_HEADERS['Referrer-Policy']);
-    if (!reply.hasHeader('Content-Security-Policy')) reply.header('Content-Security-Policy', BASELINE_HEADERS['Content-Security-Policy']);
+  // Set as the request arrives, so every answer, errors included, carries them (Fastify keeps a
+  // reply's headers when an error answers it); a route that needs another policy (/docs) sets its own
+  // over them. A synchronous hook: an async one here would defer every answer to a later tick.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.headers(BASELINE_HEADERS);
     if (request.url.startsWith('/v1') || request.url.startsWith('/metrics')) reply.header('Cache-Control', 'no-store');
-    if (request.method !== 'OPTIONS' || !request.headers['access-control-request-method']) applyCors(request, reply);
+    const allowed = applyCors(request, reply);
+    // A CORS preflight is answered before authentication: browsers never send credentials with it.
+    // One from an origin that is not allowed gets the ordinary OPTIONS answer.
+    if (allowed && request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
+      reply
+        .header('Access-Control-Allow-Methods', ALLOWED_METHODS)
+        .header('Access-Control-Allow-Headers', ALLOWED_HEADERS)
+        .header('Access-Control-Max-Age', PREFLIGHT_MAX_AGE)
+        .code(204)
+        .send();
+      return;
+    }
+    done();
   });
 }

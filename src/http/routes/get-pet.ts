@@ -30,9 +30,9 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
         },
       },
       // onSend runs for every response of this route, errors included.
-      onSend: async (_request, reply, payload) => {
+      onSend: (_request, reply, payload, done) => {
         reply.headers(GET_PET_DEPRECATION_HEADERS);
-        return payload;
+        done(null, payload);
       },
       onRequest: async () => {
         if (isGetPetSunset(now())) {
