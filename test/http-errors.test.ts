@@ -175,6 +175,55 @@ describe('client errors', () => {
     assert.equal(res.status, 204);
     assert.equal(res.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
   });
+
+  // Unusual but valid HTTP: held to the same rules as the usual forms.
+  test('an absolute-form target is authenticated and limited exactly like the origin form', async () => {
+    const before = await storedCount();
+    const body = '{"name":"Absolute","categoryId":1}';
+    const anonymous = await raw(
+      server,
+      `POST http://evil.example/v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    assert.deepEqual([anonymous.status, anonymous.body.code], [401, 'unauthorized']);
+    assert.equal(await storedCount(), before, 'nothing stored without a key');
+    const get = await raw(server, `GET HTTP://evil.example:99/v1/pets/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([get.status, get.body.code], [401, 'unauthorized']);
+    const withKey = await raw(
+      server,
+      `POST http://h/v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    assert.deepEqual([withKey.status, withKey.body.name], [201, 'Absolute']);
+    assert.ok(withKey.headers.includes('x-ratelimit-limit:'), withKey.headers);
+    assert.ok(withKey.headers.includes('cache-control: no-store'), withKey.headers);
+  });
+
+  test('a body that is not valid UTF-8 is a 400 and is not stored with replacement characters', async () => {
+    const before = await storedCount();
+    const bytes = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","categoryId":1}')]);
+    const res = await fetch(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: bytes });
+    const err = errorOf({ status: res.status, headers: res.headers, json: await res.json() }, 400, 'invalid_request');
+    assert.match(err.message, /UTF-8/);
+    assert.equal(await storedCount(), before);
+  });
+
+  test('an Expect other than 100-continue is ignored: the request is answered as usual', async () => {
+    const res = await raw(server, `GET /v1/pets HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([res.status, res.body.code], [401, 'unauthorized']);
+    assert.ok(res.headers.includes('x-ratelimit-limit:'));
+  });
+
+  test('a WebDAV method on a known path is a 405 with Allow, not a 404', async () => {
+    const res = await raw(server, `PROPFIND /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([res.status, res.body.code], [405, 'method_not_allowed']);
+    assert.match(res.headers, /\r\nallow: get, head, post, options\r\n/);
+  });
+
+  test('a path id of any length is a 400 naming petId, with the rate-limit headers', async () => {
+    const res = await call(server, 'GET', `/v1/pets/${'9'.repeat(500)}`, { key });
+    const err = errorOf(res, 400, 'invalid_request');
+    assert.equal(err.details[0].field, 'petId');
+    assert.ok(res.headers.get('x-ratelimit-limit'));
+  });
 });
 
 /** Sends raw bytes and returns the status line and body of the answer. */
@@ -221,65 +270,6 @@ describe('malformed HTTP', () => {
     const key = await server.key();
     const res = await call(server, 'POST', '/v1/pets', { key, body: '{}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
     errorOf(res, 415, 'unsupported_media_type');
-  });
-});
-
-describe('unusual but valid HTTP', () => {
-  let server: TestServer;
-  let key: string;
-  before(async () => {
-    server = await startTestServer();
-    key = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
-  });
-  after(() => server.close());
-  const stored = async () => (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
-
-  test('an absolute-form target is authenticated and limited exactly like the origin form', async () => {
-    const before = await stored();
-    const body = '{"name":"Absolute","categoryId":1}';
-    const anonymous = await raw(
-      server,
-      `POST http://evil.example/v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
-    );
-    assert.deepEqual([anonymous.status, anonymous.body.code], [401, 'unauthorized']);
-    assert.equal(await stored(), before, 'nothing stored without a key');
-    const get = await raw(server, `GET HTTP://evil.example:99/v1/pets/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
-    assert.deepEqual([get.status, get.body.code], [401, 'unauthorized']);
-    const withKey = await raw(
-      server,
-      `POST http://h/v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
-    );
-    assert.deepEqual([withKey.status, withKey.body.name], [201, 'Absolute']);
-    assert.ok(withKey.headers.includes('x-ratelimit-limit:'), withKey.headers);
-    assert.ok(withKey.headers.includes('cache-control: no-store'), withKey.headers);
-  });
-
-  test('a body that is not valid UTF-8 is a 400 and is not stored with replacement characters', async () => {
-    const before = await stored();
-    const bytes = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","categoryId":1}')]);
-    const res = await fetch(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: bytes });
-    const err = errorOf({ status: res.status, headers: res.headers, json: await res.json() }, 400, 'invalid_request');
-    assert.match(err.message, /UTF-8/);
-    assert.equal(await stored(), before);
-  });
-
-  test('an Expect other than 100-continue is ignored: the request is answered as usual', async () => {
-    const res = await raw(server, `GET /v1/pets HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nConnection: close\r\n\r\n`);
-    assert.deepEqual([res.status, res.body.code], [401, 'unauthorized']);
-    assert.ok(res.headers.includes('x-ratelimit-limit:'));
-  });
-
-  test('a WebDAV method on a known path is a 405 with Allow, not a 404', async () => {
-    const res = await raw(server, `PROPFIND /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`);
-    assert.deepEqual([res.status, res.body.code], [405, 'method_not_allowed']);
-    assert.match(res.headers, /\r\nallow: get, head, post, options\r\n/);
-  });
-
-  test('a path id of any length is a 400 naming petId, with the rate-limit headers', async () => {
-    const res = await call(server, 'GET', `/v1/pets/${'9'.repeat(500)}`, { key });
-    const err = errorOf(res, 400, 'invalid_request');
-    assert.equal(err.details[0].field, 'petId');
-    assert.ok(res.headers.get('x-ratelimit-limit'));
   });
 });
 
