@@ -155,12 +155,7 @@ const target = fc
   .map(({ root, segments, query }) => (segments.length ? `${root.replace(/\/$/, '')}/${segments.join('/')}` : root) + query)
   // The absolute form (`GET http://host/v1/pets`) must be held to the same rules as the origin form.
   .chain((path) => fc.constantFrom(path, `http://example.com${path}`, `HTTP://localhost:8080${path}`));
-// CONNECT has its own test below: in the generated mix it once left this test process without a
-// listening server (not understood yet, see the closing note), which hid every other result.
-const method = fc.oneof(
-  fc.constantFrom('GET', 'POST', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE'),
-  token.filter((t) => t !== 'CONNECT'),
-);
+const method = fc.oneof(fc.constantFrom('GET', 'POST', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'), token);
 const contentType = fc.oneof(
   fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/json; charset=latin1', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/JSON', ''),
   anyText(20).map((s) => s.replace(/[\r\n]/g, '')),
@@ -262,4 +257,14 @@ test('CONNECT, with or without a body or oversized headers, is answered 405 in t
     assert.equal(answer.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
   }
   assert.equal((await raw(server, request('GET', '/healthz', []))).status, 200);
+});
+
+test('a CONNECT followed by more bytes does not keep the server from closing', async () => {
+  const server = await startTestServer(TIMEOUTS);
+  // The socket leaves the HTTP server with CONNECT; unread bytes after the request used to hold it
+  // open, and with it every later close of the server.
+  const answer = await raw(server, request('CONNECT', 'example.com:443', [], Buffer.alloc(70 * 1024, 'x')));
+  assert.equal(answer.status, 405);
+  const closed = await Promise.race([server.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+  assert.ok(closed, 'the server did not finish closing within 5 s');
 });

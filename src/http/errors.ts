@@ -124,6 +124,9 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
+/** How long a socket answered outside the router may take to close before it is destroyed. */
+const DETACHED_SOCKET_TIMEOUT_MS = 5000;
+
 /** Where the answers written outside the router (below) are logged and counted, like every other answer. */
 export type UnroutedAnswerRecorder = (answer: { requestId: string; method: string | null; status: number; client: string | undefined }) => void;
 
@@ -144,6 +147,12 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
         `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `${extraHeaders}Connection: close\r\n\r\n${body}`,
     );
+    // A socket handed over by CONNECT has left the HTTP server: nothing reads it any more, so bytes the
+    // client sent after its request (a body, a tunnel's first packets) would keep it from ever seeing
+    // the client's FIN and closing, and the server from ever finishing a close. They are discarded,
+    // and the server's timeouts no longer apply to it, so it is given one of its own.
+    socket.resume();
+    socket.setTimeout(DETACHED_SOCKET_TIMEOUT_MS, () => socket.destroy());
     record({ requestId, method, status: apiError.status, client: socket.remoteAddress });
   }
 
