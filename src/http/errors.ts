@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StorageUnavailableError } from '../storage/errors.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
-import { BASELINE_HEADERS } from './security-headers.js';
+import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.js';
 
 export const ERROR_CODES = {
   invalid_request: 400,
@@ -124,7 +124,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
-/** How long a socket answered outside the router may take to close before it is destroyed. */
+/** How long a socket answered after CONNECT may take to close before it is destroyed. */
 const DETACHED_SOCKET_TIMEOUT_MS = 5000;
 
 /** Where the answers written outside the router (below) are logged and counted, like every other answer. */
@@ -147,12 +147,6 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
         `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `${extraHeaders}Connection: close\r\n\r\n${body}`,
     );
-    // A socket handed over by CONNECT has left the HTTP server: nothing reads it any more, so bytes the
-    // client sent after its request (a body, a tunnel's first packets) would keep it from ever seeing
-    // the client's FIN and closing, and the server from ever finishing a close. They are discarded,
-    // and the server's timeouts no longer apply to it, so it is given one of its own.
-    socket.resume();
-    socket.setTimeout(DETACHED_SOCKET_TIMEOUT_MS, () => socket.destroy());
     record({ requestId, method, status: apiError.status, client: socket.remoteAddress });
   }
 
@@ -182,12 +176,18 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
     connect(socket: Socket): void {
       if (!socket.writable) return void socket.destroy();
       writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'CONNECT', 'Allow: GET, HEAD, POST, OPTIONS\r\n');
+      // The socket has left the HTTP server: nothing reads it any more, so bytes the client sent after
+      // its request (a body, a tunnel's first packets) would keep it from ever seeing the client's FIN
+      // and closing, and the server from ever finishing a close. They are discarded, and since the
+      // server's timeouts no longer apply to it, it is given one of its own.
+      socket.resume();
+      socket.setTimeout(DETACHED_SOCKET_TIMEOUT_MS, () => socket.destroy());
     },
 
     /** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
     frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-      reply.header(REQUEST_ID_HEADER, request.id).headers(BASELINE_HEADERS);
-      if (request.url.startsWith('/v1')) reply.header('Cache-Control', 'no-store');
+      reply.header(REQUEST_ID_HEADER, request.id);
+      applyBaselineHeaders(request, reply);
       const apiError =
         error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
       void sendError(reply, apiError);

@@ -28,6 +28,15 @@ export const BASELINE_HEADERS = {
 /** How long a browser may reuse a preflight answer, in seconds. */
 const PREFLIGHT_MAX_AGE = '600';
 
+/**
+ * The headers every answer carries, and `Cache-Control: no-store` where answers depend on the caller
+ * (/v1) or must not be kept (/metrics). Also called for answers written before any hook runs.
+ */
+export function applyBaselineHeaders(request: FastifyRequest, reply: FastifyReply): void {
+  reply.headers(BASELINE_HEADERS);
+  if (request.url.startsWith('/v1') || request.url.startsWith('/metrics')) reply.header('Cache-Control', 'no-store');
+}
+
 export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*'): void {
   const allowOrigin = (origin: string | undefined): string | undefined => {
     if (!origin) return undefined;
@@ -49,8 +58,7 @@ export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readon
   // reply's headers when an error answers it); a route that needs another policy (/docs) sets its own
   // over them. A synchronous hook: an async one here would defer every answer to a later tick.
   app.addHook('onRequest', (request, reply, done) => {
-    reply.headers(BASELINE_HEADERS);
-    if (request.url.startsWith('/v1') || request.url.startsWith('/metrics')) reply.header('Cache-Control', 'no-store');
+    applyBaselineHeaders(request, reply);
     const allowed = applyCors(request, reply);
     // A CORS preflight is answered before authentication: browsers never send credentials with it.
     // One from an origin that is not allowed gets the ordinary OPTIONS answer.
