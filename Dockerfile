@@ -1,27 +1,29 @@
-# The pet adoption service as a container. Multi-stage: the build stage compiles TypeScript and the
-# better-sqlite3 addon; the runtime stage holds production dependencies and dist/ only, runs as a
-# non-root user, and keeps the embedded SQLite database in a volume.
+# The pet adoption service as a container. Multi-stage: the build stage compiles TypeScript and copies
+# the documentation page's renderer into assets/; the runtime stage holds production dependencies
+# (installed without running any package's scripts: none needs a compiler), dist/ and assets/ only,
+# runs as a non-root user, and keeps the embedded SQLite database in a volume.
 
-FROM node:20-bookworm-slim AS build
+FROM node:26-slim AS build
 WORKDIR /app
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build-docs-assets.mjs ./scripts/
 COPY src ./src
 # `npm ci` runs the prepare script, which also builds the typed client.
 COPY client ./client
-RUN npm ci --no-audit --no-fund && npm prune --omit=dev
+RUN npm ci --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM node:26-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATABASE_URL=sqlite:/data/petstore.db \
     LOG_LEVEL=info
 WORKDIR /app
-COPY --from=build /app/package.json ./
-COPY --from=build /app/node_modules ./node_modules
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/assets ./assets
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -7,8 +7,8 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKey } from '../src/cli/keys.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
+import { createKey } from '../src/cli/keys.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -24,7 +24,7 @@ const script = join(dir, 'auth.lua');
 writeFileSync(script, `wrk.headers["Authorization"] = "Bearer ${key}"\n`);
 
 async function measure(limiter: string, port: number): Promise<number> {
-  const server = spawn('taskset', ['-c', '0', process.execPath, '--import', 'tsx', 'bench/server.ts', String(port), db, limiter], {
+  const server = spawn('taskset', ['-c', '0', process.execPath, 'bench/server.ts', String(port), db, limiter], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   await new Promise<void>((resolve) => server.stdout!.once('data', () => resolve()));

@@ -13,17 +13,17 @@
  * whose label matches (the ceiling always runs), for quick comparisons while working.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, homedir, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { createKey } from '../src/cli/keys.js';
-import { CursorCodec } from '../src/domain/cursor.js';
-import { openPostgresStore } from '../src/storage/postgres/store.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
-import type { Store } from '../src/storage/store.js';
+import { createKey } from '../src/cli/keys.ts';
+import { CursorCodec } from '../src/domain/cursor.ts';
+import { openPostgresStore } from '../src/storage/postgres/store.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
+import type { Store } from '../src/storage/store.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -33,6 +33,21 @@ const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 const STATUSES = ['available', 'pending', 'sold'] as const;
 let nextPort = 19100;
+
+/**
+ * json-server is a reference to measure against, not a dependency of the project: it is installed on
+ * first use into a cache folder outside the checkout, at a fixed version.
+ */
+const JSON_SERVER_VERSION = '0.17.4';
+function jsonServerCli(): string {
+  const dir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'petstore-bench', `json-server-${JSON_SERVER_VERSION}`);
+  const cli = join(dir, 'node_modules/json-server/lib/cli/bin.js');
+  if (!existsSync(cli)) {
+    console.log(`installing json-server ${JSON_SERVER_VERSION} into ${dir}`);
+    execFileSync('npm', ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `json-server@${JSON_SERVER_VERSION}`], { stdio: 'inherit' });
+  }
+  return cli;
+}
 
 // ------------------------------------------------------------------------------------------------
 // Data
@@ -232,7 +247,7 @@ async function main(): Promise<void> {
   const ceiling = track(await startPinned('ceiling', process.execPath, ['bench/ceiling.mjs', String(p), join(work, 'body.json')], {}, `http://127.0.0.1:${p}/`));
   p = port();
   const jsonServer = track(
-    await startPinned('json-server', process.execPath, ['node_modules/json-server/lib/cli/bin.js', '--quiet', '--port', String(p), join(work, 'db.json')], {}, `http://127.0.0.1:${p}/pets`),
+    await startPinned('json-server', process.execPath, [jsonServerCli(), '--quiet', '--port', String(p), join(work, 'db.json')], {}, `http://127.0.0.1:${p}/pets`),
   );
   const s1k = track(await startService('sqlite-1k', data.sqlite1k, false));
   const s1m = track(await startService('sqlite-1m', data.sqlite1m, false));

@@ -1,13 +1,13 @@
 /**
  * One server process for the benchmark: the real app on a SQLite file, with the in-process limiter
  * or, to measure what the limiter costs, with one that admits everything (and still sends headers).
- * Usage: node --import tsx bench/server.ts PORT DB_PATH memory|unlimited
+ * Usage: node bench/server.ts PORT DB_PATH memory|unlimited
  */
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import type { LimitDecision, RateLimiter, WindowLimit } from '../src/limits/limiter.js';
-import { MemoryRateLimiter } from '../src/limits/memory.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import type { LimitDecision, RateLimiter, WindowLimit } from '../src/limits/limiter.ts';
+import { MemoryRateLimiter } from '../src/limits/memory.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 /** Admits everything; reports full windows so the response headers are the same size. */
 class UnlimitedRateLimiter implements RateLimiter {

@@ -1,8 +1,8 @@
 /**
  * The typed client: create a pet (the client sends an Idempotency-Key and retries safely), then list
- * every pet, page after page. Run: PETSTORE_URL=... PETSTORE_KEY=... npx tsx examples/client.ts
+ * every pet, page after page. Run: PETSTORE_URL=... PETSTORE_KEY=... node examples/client.ts
  */
-import { PetstoreClient, PetstoreError } from '../client/src/index.js';
+import { PetstoreClient, PetstoreError } from '../client/src/index.ts';
 
 const client = new PetstoreClient({ baseUrl: process.env.PETSTORE_URL!, apiKey: process.env.PETSTORE_KEY! });
 

@@ -16,7 +16,7 @@ const perEngine = files.filter((f) => /^test\/(http-|rate-limits|openapi)/.test(
 
 function run(engine: string, list: string[]): boolean {
   console.log(`\n=== ${engine}: ${list.length} test files ===\n`);
-  const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...list], {
+  const result = spawnSync(process.execPath, ['--test', ...list], {
     stdio: 'inherit',
     env: { ...process.env, PETSTORE_TEST_ENGINE: engine },
   });

@@ -1,10 +1,10 @@
 /** Regenerates the committed openapi.json from the route schemas: `npm run openapi`. */
 import { writeFileSync } from 'node:fs';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { renderOpenApi } from '../src/http/openapi.js';
-import { MemoryRateLimiter } from '../src/limits/memory.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
+import { buildApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import { renderOpenApi } from '../src/http/openapi.ts';
+import { MemoryRateLimiter } from '../src/limits/memory.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 const store = openSqliteStore({ path: ':memory:', synchronous: 'normal' });
 const app = await buildApp(

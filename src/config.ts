@@ -4,7 +4,7 @@
  * Only the CLI reads process.env; everything else receives a Config.
  */
 import { isIP } from 'node:net';
-import { ENVIRONMENTS, type Environment } from './domain/api-key.js';
+import { ENVIRONMENTS, type Environment } from './domain/api-key.ts';
 
 export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
 

@@ -1,7 +1,7 @@
 /** The service's structured JSON log (pino). */
 import type { FastifyBaseLogger } from 'fastify';
 import { pino, type DestinationStream } from 'pino';
-import type { Config } from './config.js';
+import type { Config } from './config.ts';
 
 export function createLogger(level: Config['logLevel'], stream?: DestinationStream): FastifyBaseLogger {
   return pino(

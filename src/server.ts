@@ -7,14 +7,14 @@
 import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from './app.js';
-import { ConfigError, type Config } from './config.js';
-import type { TlsFiles } from './http/node-server.js';
-import { MemoryRateLimiter } from './limits/memory.js';
-import { createLogger } from './logger.js';
-import { createMetrics } from './metrics.js';
-import { shutDownGracefully } from './shutdown.js';
-import { openStore } from './storage/open.js';
+import { buildApp } from './app.ts';
+import { ConfigError, type Config } from './config.ts';
+import type { TlsFiles } from './http/node-server.ts';
+import { MemoryRateLimiter } from './limits/memory.ts';
+import { createLogger } from './logger.ts';
+import { createMetrics } from './metrics.ts';
+import { shutDownGracefully } from './shutdown.ts';
+import { openStore } from './storage/open.ts';
 
 /** Reads the TLS files at start, so a missing or unreadable one stops the server with one clear line. */
 function readTls(config: Readonly<Config>): TlsFiles | undefined {
@@ -48,7 +48,7 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
   const store = await openStore(config);
   // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
   const limiter = config.redisUrl
-    ? new (await import('./limits/redis.js')).RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
+    ? new (await import('./limits/redis.ts')).RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
     : new MemoryRateLimiter();
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {

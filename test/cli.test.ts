@@ -1,19 +1,19 @@
 /**
  * The `petstore` command as an operator runs it: every test starts the CLI from the TypeScript source
- * (node --import tsx src/cli/main.ts ...) as a child process, on a SQLite file in its own temporary
+ * (node src/cli/main.ts ...) as a child process, on a SQLite file in its own temporary
  * directory, so nothing depends on a build.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import BetterSqlite3 from 'better-sqlite3';
-import { tempDir } from './helpers.js';
+import { tempDir } from './helpers.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 
 /** Every variable the configuration reads: removed from the inherited environment so the host cannot leak in. */
@@ -64,8 +64,9 @@ async function inSandbox(body: (box: Sandbox) => Promise<void>): Promise<void> {
   }
 }
 
-function spawnCli(args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** The CLI reads a .env in its working directory; by default it runs where there is none. */
+function spawnCli(args: string[], env: NodeJS.ProcessEnv, cwd = tmpdir()): ChildProcess {
+  return spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 interface CliResult {
@@ -76,8 +77,8 @@ interface CliResult {
 }
 
 /** Runs the CLI to completion; a run that outlives timeoutMs (say, a server that started) is killed and reported. */
-async function cli(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<CliResult> {
-  const child = spawnCli(args, env);
+async function cli(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 15_000, cwd?: string): Promise<CliResult> {
+  const child = spawnCli(args, env, cwd);
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -598,6 +599,22 @@ test('petstore serve answers the probes, logs JSON lines, honours CLI key change
       if (!stopped) server.child.kill('SIGKILL');
       await server.exited;
     }
+  });
+});
+
+test('a .env file in the working directory supplies unset settings; a variable set in the environment wins', async () => {
+  await inSandbox(async (box) => {
+    const fromFile = join(box.dir, 'from-dotenv.db');
+    writeFileSync(join(box.dir, '.env'), `# local settings\nDATABASE_URL=sqlite:${fromFile}\nPETSTORE_ENV=staging\n`);
+    const env = box.env();
+    delete env.DATABASE_URL;
+    const staging = await cli(['keys', 'create', '--plan', 'free', '--json'], env, 15_000, box.dir);
+    assert.equal(staging.code, 0, explain(['keys', 'create'], staging));
+    assert.equal(JSON.parse(staging.stdout.trim().split('\n').at(-1)!).environment, 'staging');
+    assert.ok(existsSync(fromFile), 'DATABASE_URL came from .env');
+    const production = await cli(['keys', 'create', '--plan', 'free', '--json'], { ...env, PETSTORE_ENV: 'production' }, 15_000, box.dir);
+    assert.equal(production.code, 0, explain(['keys', 'create'], production));
+    assert.equal(JSON.parse(production.stdout.trim().split('\n').at(-1)!).environment, 'production');
   });
 });
 

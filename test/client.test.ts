@@ -9,8 +9,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { PetstoreClient, PetstoreError } from '../client/src/index.js';
-import { startTestServer, type TestServer } from './helpers.js';
+import { PetstoreClient, PetstoreError } from '../client/src/index.ts';
+import { startTestServer, type TestServer } from './helpers.ts';
 
 /** A client whose waits advance the server's clock instead of real time, and are recorded. */
 function clientFor(server: TestServer, apiKey: string, extra: { fetch?: typeof fetch; maxDelayMs?: number } = {}) {
@@ -184,7 +184,7 @@ test('an attempt that hangs is abandoned after timeoutMs and retried', async () 
 });
 
 test('next links are followed whether relative or absolute, with rel quoted or not', async () => {
-  const { nextLink } = await import('../client/src/index.js');
+  const { nextLink } = await import('../client/src/index.ts');
   assert.equal(nextLink('</v1/pets?cursor=a>; rel="next"'), '/v1/pets?cursor=a');
   assert.equal(nextLink('<https://api.example/v1/pets?cursor=b>;rel=next'), 'https://api.example/v1/pets?cursor=b');
   assert.equal(nextLink('</docs>; rel="deprecation", </v1/pets?c=1>; rel="prev next"'), '/v1/pets?c=1');

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config.ts';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const dockerfile = read('Dockerfile');
@@ -82,6 +82,15 @@ test('the container runs the serve command with the same node flags as npm start
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
 });
 
+test('the runtime stage installs production dependencies without scripts and copies what the build made', () => {
+  const runtimeStage = dockerfile.slice(dockerfile.indexOf('\nFROM ', dockerfile.indexOf('AS build')));
+  assert.match(runtimeStage, /npm ci --omit=dev --ignore-scripts/);
+  for (const built of ['dist', 'assets']) assert.match(runtimeStage, new RegExp(`^COPY --from=build /app/${built} \\./${built}$`, 'm'));
+  assert.doesNotMatch(dockerfile, /g\+\+|python3|build-essential/, 'nothing is compiled');
+  const image = (/^FROM node:(\d+)/m.exec(dockerfile) ?? [])[1];
+  assert.equal(image, read('.nvmrc').trim(), 'the image runs the Node.js line the project is developed on');
+});
+
 test('the README shows the same deployment with plain processes, with the same variables', () => {
   const section = readme.slice(readme.indexOf('## Scale-out'), readme.indexOf('\n## ', readme.indexOf('## Scale-out') + 5));
   for (const variable of Object.keys(apiServices[0]![1].environment!)) {
@@ -101,7 +110,9 @@ test('the build stage copies every project file that npm ci and its prepare scri
   const prepare = expand(scripts.prepare!);
   const projects = [...prepare.matchAll(/tsc -p (\S+)/g)].map((m) => m[1]!);
   assert.ok(projects.length >= 2, prepare);
-  const needed = ['package.json', 'package-lock.json', ...projects];
+  const buildScripts = [...prepare.matchAll(/\bnode (\S+\.m?[jt]s)\b/g)].map((m) => m[1]!);
+  assert.ok(buildScripts.length >= 1, prepare);
+  const needed = ['package.json', 'package-lock.json', ...projects, ...buildScripts];
   for (const project of projects) {
     const tsconfig = JSON.parse(read(project)) as { extends?: string; include?: string[] };
     const base = project.includes('/') ? project.slice(0, project.lastIndexOf('/') + 1) : '';

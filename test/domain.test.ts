@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.js';
-import { CursorCodec, type CursorPosition } from '../src/domain/cursor.js';
-import { INT64_MAX, isPositiveInt64, nameProblem, PET_STATUSES } from '../src/domain/pet.js';
-import { exactInteger } from '../src/http/json-body.js';
+import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.ts';
+import { CursorCodec, type CursorPosition } from '../src/domain/cursor.ts';
+import { INT64_MAX, isPositiveInt64, nameProblem, PET_STATUSES } from '../src/domain/pet.ts';
+import { exactInteger } from '../src/http/json-body.ts';
 
 const SECRET = 'a'.repeat(64);
 const BASE64URL = /^[A-Za-z0-9_-]+$/;

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTestDatabase, requirePostgres } from './engines.js';
-import { tempDir } from './helpers.js';
-import { runCli, startServerProcess } from './process.js';
+import { createTestDatabase, requirePostgres } from './engines.ts';
+import { tempDir } from './helpers.ts';
+import { runCli, startServerProcess } from './process.ts';
 
 interface StoredPet {
   id: number;

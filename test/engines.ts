@@ -9,12 +9,12 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
-import type { RateLimiter } from '../src/limits/limiter.js';
-import { MemoryRateLimiter } from '../src/limits/memory.js';
-import { RedisRateLimiter } from '../src/limits/redis.js';
-import { createLogger } from '../src/logger.js';
-import { createMetrics, type Metrics } from '../src/metrics.js';
-import { openPostgresStore } from '../src/storage/postgres/store.js';
+import type { RateLimiter } from '../src/limits/limiter.ts';
+import { MemoryRateLimiter } from '../src/limits/memory.ts';
+import { RedisRateLimiter } from '../src/limits/redis.ts';
+import { createLogger } from '../src/logger.ts';
+import { createMetrics, type Metrics } from '../src/metrics.ts';
+import { openPostgresStore } from '../src/storage/postgres/store.ts';
 
 export const POSTGRES_URL = process.env.PETSTORE_TEST_POSTGRES_URL;
 export const REDIS_URL = process.env.PETSTORE_TEST_REDIS_URL;

@@ -5,8 +5,8 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { tempDir } from './helpers.js';
-import { runCli, startServerProcess, type ServerProcess } from './process.js';
+import { tempDir } from './helpers.ts';
+import { runCli, startServerProcess, type ServerProcess } from './process.ts';
 
 const run = promisify(execFile);
 
@@ -26,7 +26,7 @@ test('examples/curl.sh, examples/client.ts and examples/fetch.mjs run against a 
   const curl = await run('bash', ['examples/curl.sh'], { env: exampleEnv });
   assert.match(curl.stdout, /"name":"Biscuit"/);
 
-  const client = await run(process.execPath, ['--import', 'tsx', 'examples/client.ts'], { env: exampleEnv });
+  const client = await run(process.execPath, ['examples/client.ts'], { env: exampleEnv });
   assert.match(client.stdout, /created \d+: Pickle/);
   assert.match(client.stdout, /Biscuit\tavailable/);
 

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import type { NewPet, Pet } from '../src/domain/pet.js';
-import { GroupCommit } from '../src/storage/sqlite/group-commit.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
+import type { NewPet, Pet } from '../src/domain/pet.ts';
+import { GroupCommit } from '../src/storage/sqlite/group-commit.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 function tempDir(t: { after: (fn: () => void) => void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-group-'));

@@ -6,17 +6,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppConfig, type Clock } from '../src/app.js';
-import { createKey } from '../src/cli/keys.js';
-import { loadConfig } from '../src/config.js';
-import type { Environment } from '../src/domain/api-key.js';
-import { createLogger } from '../src/logger.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
-import type { Store } from '../src/storage/store.js';
-import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.js';
+import { buildApp, type AppConfig, type Clock } from '../src/app.ts';
+import { createKey } from '../src/cli/keys.ts';
+import { loadConfig } from '../src/config.ts';
+import type { Environment } from '../src/domain/api-key.ts';
+import { createLogger } from '../src/logger.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
+import type { Store } from '../src/storage/store.ts';
+import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.ts';
 
 export class FakeClock implements Clock {
-  constructor(public ms: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {}
+  ms: number;
+  constructor(ms: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {
+    this.ms = ms;
+  }
   now(): number {
     return this.ms;
   }

@@ -1,8 +1,8 @@
 /** Bearer API keys: every way to be refused, environments, revocation, and the headers on each answer. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createKey } from '../src/cli/keys.js';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+import { createKey } from '../src/cli/keys.ts';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
 
 const ROUTES: [string, string, unknown?][] = [
   ['GET', '/v1/pets'],

@@ -1,8 +1,8 @@
 /** getPet is deprecated: headers on every one of its answers, and 410 from the sunset moment on. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { GET_PET_SUNSET_AT_MS } from '../src/domain/deprecation.js';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+import { GET_PET_SUNSET_AT_MS } from '../src/domain/deprecation.ts';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
 
 function assertDeprecationHeaders(headers: Headers): void {
   assert.equal(headers.get('deprecation'), '@1793491200');

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
 
 describe('client errors', () => {
   let server: TestServer;

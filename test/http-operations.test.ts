@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
-import { hashKey } from '../src/domain/api-key.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { hashKey } from '../src/domain/api-key.ts';
+import { call, startTestServer, type TestServer } from './helpers.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

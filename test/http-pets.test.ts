@@ -1,8 +1,8 @@
 /** The three operations at the HTTP boundary: bodies, defaults, order, pagination, exact int64. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ENGINE, withPostgres } from './engines.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { ENGINE, withPostgres } from './engines.ts';
+import { call, startTestServer, type TestServer } from './helpers.ts';
 
 describe('pets', () => {
   let server: TestServer;

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { startTestServer, type TestServer } from './helpers.js';
+import { startTestServer, type TestServer } from './helpers.ts';
 
 /** A request that leaves the server waiting for more (a Content-Length it never gets) ends in 408 within these. */
 const TIMEOUTS = { headersTimeoutMs: 2000, requestTimeoutMs: 5000 };
@@ -57,7 +57,7 @@ function raw(server: TestServer, bytes: Buffer): Promise<RawAnswer> {
       resolve({ status, headers, body });
     };
     const deadline = setTimeout(() => finish(new Error('no answer within 15 s')), 15_000);
-    socket.on('data', (c) => chunks.push(c));
+    socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('end', () => finish());
     socket.on('close', () => finish());
     socket.on('error', (err) => finish(err));

@@ -1,7 +1,7 @@
 /** The full-page cache keeps the most recently used pages up to its capacity, each for its lifetime. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PageCache } from '../src/http/page-cache.js';
+import { PageCache } from '../src/http/page-cache.ts';
 
 const page = (n: number) => ({ body: `[${n}]`, link: `<${n}>` });
 const fields = (p: { body: string; link: string } | undefined) => p && { body: p.body, link: p.link };

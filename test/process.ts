@@ -1,6 +1,10 @@
-/** Runs the real `petstore` command as a child process, for tests of the process as a whole. */
+/**
+ * Runs the real `petstore` command as a child process, for tests of the process as a whole; in the
+ * temporary directory, so that no .env of the checkout changes what a test starts.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -22,7 +26,7 @@ export function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 export async function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: cliEnv(env) });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: tmpdir(), env: cliEnv(env) });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c) => (stdout += c));
@@ -48,7 +52,8 @@ export interface StartOptions {
 
 export async function startServerProcess(env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
+  const child = spawn(process.execPath, [CLI, 'serve'], {
+    cwd: tmpdir(),
     env: cliEnv({ HOST: '127.0.0.1', PORT: String(port), ...env }),
   });
   let out = '';

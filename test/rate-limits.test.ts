@@ -1,7 +1,7 @@
 /** Plans, both windows, headers, 429, bans and the per-address limit, through real HTTP and a fake clock. */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.js';
+import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
 
 const MINUTE = 60_000;
 const DAY = 86_400_000;

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, REDIS_URL } from './engines.js';
-import { runCli, startServerProcess, type ServerProcess } from './process.js';
+import { createTestDatabase, REDIS_URL } from './engines.ts';
+import { runCli, startServerProcess, type ServerProcess } from './process.ts';
 
 type Answer = { status: number; code: string | undefined; headers: Headers; body: any };
 

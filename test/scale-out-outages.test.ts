@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, REDIS_URL } from './engines.js';
-import { runCli, startServerProcess, type ServerProcess } from './process.js';
-import { TcpProxy } from './tcp-proxy.js';
+import { createTestDatabase, REDIS_URL } from './engines.ts';
+import { runCli, startServerProcess, type ServerProcess } from './process.ts';
+import { TcpProxy } from './tcp-proxy.ts';
 
 async function timed(server: ServerProcess, path: string, init: RequestInit = {}) {
   const start = Date.now();

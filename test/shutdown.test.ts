@@ -16,11 +16,11 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { ConfigError, loadConfig } from '../src/config.js';
-import { createTestDatabase, POSTGRES_URL, REDIS_URL, requirePostgres } from './engines.js';
-import { tempDir } from './helpers.js';
-import { runCli, startServerProcess, type ServerProcess } from './process.js';
-import { nextAnswer, openSocket, request, untilClosed } from './raw-clients.js';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { createTestDatabase, POSTGRES_URL, REDIS_URL, requirePostgres } from './engines.ts';
+import { tempDir } from './helpers.ts';
+import { runCli, startServerProcess, type ServerProcess } from './process.ts';
+import { nextAnswer, openSocket, request, untilClosed } from './raw-clients.ts';
 
 const CLIENTS = 32;
 const DRAIN_MS = 500;

@@ -16,10 +16,10 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
-import { ConfigError, loadConfig } from '../src/config.js';
-import { tempDir } from './helpers.js';
-import { runCli, startServerProcess, type ServerProcess } from './process.js';
-import { nextAnswer, openSocket, parseAnswer, request, untilClosed, type Conversation } from './raw-clients.js';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { tempDir } from './helpers.ts';
+import { runCli, startServerProcess, type ServerProcess } from './process.ts';
+import { nextAnswer, openSocket, parseAnswer, request, untilClosed, type Conversation } from './raw-clients.ts';
 
 /** A server process on a fresh SQLite file with the given settings, stopped and removed after the test. */
 async function serve(t: TestContext, settings: Record<string, string>): Promise<{ server: ServerProcess; env: Record<string, string> }> {

@@ -12,16 +12,16 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { parse } from 'lossless-json';
-import type { Environment } from '../src/domain/api-key.js';
-import type { NewPet, Pet } from '../src/domain/pet.js';
-import type { Plan } from '../src/domain/plans.js';
-import { LATEST_SQLITE_VERSION } from '../src/storage/sqlite/migrations.js';
-import { openSqliteStore } from '../src/storage/sqlite/store.js';
-import type { NewApiKey, Store } from '../src/storage/store.js';
+import type { Environment } from '../src/domain/api-key.ts';
+import type { NewPet, Pet } from '../src/domain/pet.ts';
+import type { Plan } from '../src/domain/plans.ts';
+import { LATEST_SQLITE_VERSION } from '../src/storage/sqlite/migrations.ts';
+import { openSqliteStore } from '../src/storage/sqlite/store.ts';
+import type { NewApiKey, Store } from '../src/storage/store.ts';
 import pg from 'pg';
-import { LATEST_POSTGRES_VERSION } from '../src/storage/postgres/migrations.js';
-import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './engines.js';
-import { tempDir } from './helpers.js';
+import { LATEST_POSTGRES_VERSION } from '../src/storage/postgres/migrations.ts';
+import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './engines.ts';
+import { tempDir } from './helpers.ts';
 
 export interface MigrationRow {
   version: number;

@@ -11,7 +11,12 @@ export class TcpProxy {
   #cut = false;
   port = 0;
 
-  constructor(private readonly targetHost: string, private readonly targetPort: number) {
+  readonly #targetHost: string;
+  readonly #targetPort: number;
+
+  constructor(targetHost: string, targetPort: number) {
+    this.#targetHost = targetHost;
+    this.#targetPort = targetPort;
     this.#server = createServer((client) => this.#accept(client));
   }
 
@@ -42,7 +47,7 @@ export class TcpProxy {
     client.on('close', () => this.#sockets.delete(client));
     client.on('error', () => client.destroy());
     if (this.#cut) return; // a partition: the connection opens but nothing ever answers
-    const upstream = connect(this.targetPort, this.targetHost);
+    const upstream = connect(this.#targetPort, this.#targetHost);
     this.#sockets.add(upstream);
     upstream.on('close', () => {
       this.#sockets.delete(upstream);

@@ -10,8 +10,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { tempDir } from './helpers.js';
-import { runCli, startServerProcess } from './process.js';
+import { tempDir } from './helpers.ts';
+import { runCli, startServerProcess } from './process.ts';
 
 function selfSigned(dir: string): { cert: string; key: string } {
   const cert = join(dir, 'cert.pem');

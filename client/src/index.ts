@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { isLosslessNumber, parse, stringify, type LosslessNumber } from 'lossless-json';
-import type { components } from './schema.js';
+import type { components } from './schema.ts';
 
 type Schemas = components['schemas'];
 export type PetStatus = Schemas['PetStatus'];
@@ -30,19 +30,30 @@ export type ErrorBody = Schemas['Error'];
 export type ErrorCode = ErrorBody['code'] | 'http_error' | 'network_error';
 
 export class PetstoreError extends Error {
+  /** The HTTP status, or 0 when no answer came (`network_error`). */
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly requestId: string | undefined;
+  /** Seconds the service asked to wait (Retry-After), when it did. */
+  readonly retryAfter: number | undefined;
+  readonly details: ErrorBody['details'] | undefined;
+
   constructor(
-    /** The HTTP status, or 0 when no answer came (`network_error`). */
-    readonly status: number,
-    readonly code: ErrorCode,
+    status: number,
+    code: ErrorCode,
     message: string,
-    readonly requestId: string | undefined,
-    /** Seconds the service asked to wait (Retry-After), when it did. */
-    readonly retryAfter: number | undefined,
-    readonly details?: ErrorBody['details'],
+    requestId: string | undefined,
+    retryAfter: number | undefined,
+    details?: ErrorBody['details'],
     options?: ErrorOptions,
   ) {
     super(message, options);
     this.name = 'PetstoreError';
+    this.status = status;
+    this.code = code;
+    this.requestId = requestId;
+    this.retryAfter = retryAfter;
+    this.details = details;
   }
 }
 

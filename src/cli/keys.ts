@@ -1,7 +1,7 @@
 /** `petstore keys ...`: the operator's API key management. */
-import { issueKey, type ApiKey, type Environment } from '../domain/api-key.js';
-import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.js';
-import type { Store } from '../storage/store.js';
+import { issueKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
+import type { Store } from '../storage/store.ts';
 
 export class UsageError extends Error {}
 

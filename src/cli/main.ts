@@ -5,11 +5,11 @@
  * itself when the database is new.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../config.js';
-import { openStore } from '../storage/open.js';
-import type { Store } from '../storage/store.js';
-import { startServer } from '../server.js';
-import { changePlan, createKey, describeKey, formatKeyTable, rotateKey, setExpiry, UsageError } from './keys.js';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { openStore } from '../storage/open.ts';
+import type { Store } from '../storage/store.ts';
+import { startServer } from '../server.ts';
+import { changePlan, createKey, describeKey, formatKeyTable, rotateKey, setExpiry, UsageError } from './keys.ts';
 
 const USAGE = `Usage:
   petstore serve
@@ -112,12 +112,25 @@ async function keys(config: Config, args: string[]): Promise<void> {
   }
 }
 
+/**
+ * An optional `.env` file in the working directory supplies settings the environment leaves unset;
+ * a variable that is set wins over the file. Node parses it (process.loadEnvFile).
+ */
+function loadDotEnv(): void {
+  try {
+    process.loadEnvFile('.env');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`.env could not be read: ${(err as Error).message}`);
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     console.log(USAGE);
     return;
   }
+  loadDotEnv();
   const config = loadConfig(process.env);
   if (command === 'serve') {
     await startServer(config);

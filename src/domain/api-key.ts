@@ -5,7 +5,7 @@
  * by an indexed column (no comparison of secrets in user space that could leak timing).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { Plan } from './plans.js';
+import type { Plan } from './plans.ts';
 
 export const ENVIRONMENTS = ['production', 'staging'] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];

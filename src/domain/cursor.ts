@@ -5,7 +5,7 @@
  * instance accepts every other instance's cursors.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { PetStatus } from './pet.js';
+import type { PetStatus } from './pet.ts';
 
 const MAC_BYTES = 12;
 

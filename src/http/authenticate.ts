@@ -6,9 +6,9 @@
  * ago works at once.
  */
 import type { FastifyRequest } from 'fastify';
-import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.js';
-import type { KeyStore } from '../storage/store.js';
-import { ApiError } from './errors.js';
+import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import type { KeyStore } from '../storage/store.ts';
+import { ApiError } from './errors.ts';
 
 /** A refused key that exists (revoked, expired) is named by `keyId`, so the log shows who still sends it. */
 export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError; keyId?: string };
@@ -23,12 +23,17 @@ function unauthorized(message: string, keyId?: string): AuthResult {
 export class KeyAuthenticator {
   readonly #cache = new Map<string, { key: ApiKey; expiresAtMs: number }>();
 
-  constructor(
-    private readonly keys: KeyStore,
-    private readonly environment: Environment,
-    private readonly cacheTtlMs: number,
-    private readonly now: () => number,
-  ) {}
+  readonly #keys: KeyStore;
+  readonly #environment: Environment;
+  readonly #cacheTtlMs: number;
+  readonly #now: () => number;
+
+  constructor(keys: KeyStore, environment: Environment, cacheTtlMs: number, now: () => number) {
+    this.#keys = keys;
+    this.#environment = environment;
+    this.#cacheTtlMs = cacheTtlMs;
+    this.#now = now;
+  }
 
   async authenticate(request: FastifyRequest): Promise<AuthResult> {
     const header = request.headers.authorization;
@@ -36,15 +41,15 @@ export class KeyAuthenticator {
     const token = BEARER.exec(header)?.[1];
     if (token === undefined) return unauthorized('Malformed Authorization header: expected Bearer <key>');
     const claimed = environmentOfKey(token);
-    if (claimed !== undefined && claimed !== this.environment) {
-      return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.environment}`);
+    if (claimed !== undefined && claimed !== this.#environment) {
+      return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.#environment}`);
     }
     const key = claimed === undefined ? undefined : await this.#lookup(token);
-    if (key === undefined || key.environment !== this.environment) return unauthorized('Invalid API key');
+    if (key === undefined || key.environment !== this.#environment) return unauthorized('Invalid API key');
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
     // Checked against the clock on every request, so an expiry takes effect at its moment even
     // while the key sits in the cache.
-    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.now()) {
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#now()) {
       return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`, key.id);
     }
     return { key };
@@ -55,17 +60,17 @@ export class KeyAuthenticator {
    * only in this process's memory, like the request that carried it.
    */
   async #lookup(token: string): Promise<ApiKey | undefined> {
-    const now = this.now();
+    const now = this.#now();
     const cached = this.#cache.get(token);
     if (cached && cached.expiresAtMs > now) return cached.key;
-    const key = await this.keys.findKeyByHash(hashKey(token));
+    const key = await this.#keys.findKeyByHash(hashKey(token));
     if (key === undefined) {
       this.#cache.delete(token);
       return undefined;
     }
     // Bounded: drop everything if an unusual number of distinct keys is in use.
     if (this.#cache.size >= 10_000) this.#cache.clear();
-    this.#cache.set(token, { key, expiresAtMs: now + this.cacheTtlMs });
+    this.#cache.set(token, { key, expiresAtMs: now + this.#cacheTtlMs });
     return key;
   }
 }

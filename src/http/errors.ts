@@ -6,9 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { StorageUnavailableError } from '../storage/errors.js';
-import { REQUEST_ID_HEADER } from './request-id.js';
-import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.js';
+import { StorageUnavailableError } from '../storage/errors.ts';
+import { REQUEST_ID_HEADER } from './request-id.ts';
+import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.ts';
 
 export const ERROR_CODES = {
   invalid_request: 400,
@@ -36,15 +36,16 @@ export interface ErrorDetail {
 
 export class ApiError extends Error {
   readonly status: number;
+  readonly code: ErrorCode;
+  readonly details: ErrorDetail[] | undefined;
+  readonly headers: Record<string, string> | undefined;
 
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: ErrorDetail[],
-    readonly headers?: Record<string, string>,
-  ) {
+  constructor(code: ErrorCode, message: string, details?: ErrorDetail[], headers?: Record<string, string>) {
     super(message);
+    this.code = code;
     this.status = ERROR_CODES[code];
+    this.details = details;
+    this.headers = headers;
   }
 }
 

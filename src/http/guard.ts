@@ -5,13 +5,13 @@
  * key when it is valid, otherwise the client address (which also slows down key guessing).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ApiKey } from '../domain/api-key.js';
-import type { KeyBans } from '../limits/bans.js';
-import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.js';
-import type { Metrics } from '../metrics.js';
-import type { KeyAuthenticator } from './authenticate.js';
-import { ApiError } from './errors.js';
-import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.js';
+import type { ApiKey } from '../domain/api-key.ts';
+import type { KeyBans } from '../limits/bans.ts';
+import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
+import type { Metrics } from '../metrics.ts';
+import type { KeyAuthenticator } from './authenticate.ts';
+import { ApiError } from './errors.ts';
+import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -9,7 +9,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isLosslessNumber, parse } from 'lossless-json';
-import { ApiError } from './errors.js';
+import { ApiError } from './errors.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -4,8 +4,8 @@
  * request metrics, including calls to the deprecated operation by key id.
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
-import type { Metrics } from '../metrics.js';
-import type { UnroutedAnswerRecorder } from './errors.js';
+import type { Metrics } from '../metrics.ts';
+import type { UnroutedAnswerRecorder } from './errors.ts';
 
 /** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
 const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);

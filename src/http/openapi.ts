@@ -5,8 +5,8 @@
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { ERROR_CODES } from './errors.js';
-import { json } from './responses.js';
+import { ERROR_CODES } from './errors.ts';
+import { json } from './responses.ts';
 
 const DESCRIPTION = `Browse, add and look up animals available for adoption.
 

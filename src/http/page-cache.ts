@@ -25,30 +25,34 @@ interface Entry extends CachedPage {
 export class PageCache {
   readonly #pages = new Map<string, Entry>();
 
+  readonly #capacity: number;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+
   /**
    * @param capacity pages kept at most (0: none)
    * @param ttlMs how long a page is served after it was read; Infinity where pages are final
    */
-  constructor(
-    private readonly capacity: number,
-    private readonly ttlMs: number,
-    private readonly now: () => number,
-  ) {}
+  constructor(capacity: number, ttlMs: number, now: () => number) {
+    this.#capacity = capacity;
+    this.#ttlMs = ttlMs;
+    this.#now = now;
+  }
 
   get(key: string): CachedPage | undefined {
     const page = this.#pages.get(key);
     if (page === undefined) return undefined;
     this.#pages.delete(key);
-    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.now()) return undefined; // final pages need no clock
+    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.#now()) return undefined; // final pages need no clock
     // Map keeps insertion order: re-inserting marks the page as most recently used.
     this.#pages.set(key, page);
     return page;
   }
 
   set(key: string, page: CachedPage): void {
-    if (this.capacity === 0 || this.ttlMs <= 0) return;
+    if (this.#capacity === 0 || this.#ttlMs <= 0) return;
     this.#pages.delete(key);
-    this.#pages.set(key, { ...page, expiresAtMs: this.now() + this.ttlMs });
-    if (this.#pages.size > this.capacity) this.#pages.delete(this.#pages.keys().next().value!);
+    this.#pages.set(key, { ...page, expiresAtMs: this.#now() + this.#ttlMs });
+    if (this.#pages.size > this.#capacity) this.#pages.delete(this.#pages.keys().next().value!);
   }
 }

@@ -8,7 +8,7 @@
  *   RateLimit: "minute";r=59;t=41, "day";r=999;t=50441
  */
 import type { FastifyReply } from 'fastify';
-import type { LimitDecision, WindowState } from '../limits/limiter.js';
+import type { LimitDecision, WindowState } from '../limits/limiter.ts';
 
 export function nearestExhaustion(windows: readonly WindowState[]): WindowState {
   let chosen = windows[0]!;

@@ -2,7 +2,7 @@
  * Response declarations shared by the routes: what each status means and which headers it carries.
  * They drive both serialisation and the OpenAPI document.
  */
-import { GET_PET_DEPRECATION_HEADERS } from '../domain/deprecation.js';
+import { GET_PET_DEPRECATION_HEADERS } from '../domain/deprecation.ts';
 
 type HeaderDoc = Record<string, { type: string; description: string; pattern?: string; enum?: string[] }>;
 

@@ -2,9 +2,9 @@
  * The contract's schemas. Routes validate and serialise with them and the OpenAPI document is
  * generated from them, so they are the one source of truth for what a client sees.
  */
-import { Type, type Static } from '@sinclair/typebox';
-import { NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.js';
-import { ERROR_CODES } from './errors.js';
+import { Type, type Static, type TSchema } from 'typebox';
+import { NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.ts';
+import { ERROR_CODES } from './errors.ts';
 
 const int64Positive = (description: string) =>
   Type.Integer({
@@ -17,6 +17,16 @@ const int64Positive = (description: string) =>
 const stringEnum = <T extends string>(values: readonly T[], options: Record<string, unknown> = {}) =>
   Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 
+/**
+ * A `$ref` to a named shared schema that keeps the referenced schema's static type, so handlers see
+ * the fields they validate (a bare `Type.Ref` is typed `unknown` outside a TypeBox module).
+ */
+export function refTo<T extends TSchema>(schema: T, options: Record<string, unknown> = {}) {
+  const id = (schema as { $id?: unknown }).$id;
+  if (typeof id !== 'string') throw new Error('refTo: the schema has no $id');
+  return Type.Unsafe<Static<T>>(Type.Ref(id, options));
+}
+
 export const PetStatus = stringEnum(PET_STATUSES, { $id: 'PetStatus', description: 'Availability status.' });
 
 export const Pet = Type.Object(
@@ -24,7 +34,7 @@ export const Pet = Type.Object(
     id: Type.Integer({ format: 'int64', minimum: 1, description: 'Assigned by the service: increasing, never reused.' }),
     name: Type.String({ minLength: 1, maxLength: NAME_MAX_LENGTH, description: 'The animal\'s name, exactly as it was sent.' }),
     categoryId: int64Positive('Identifier of the category the animal belongs to.'),
-    status: Type.Ref(PetStatus),
+    status: refTo(PetStatus),
   },
   { $id: 'Pet', additionalProperties: false },
 );
@@ -52,7 +62,7 @@ export const NewPet = Type.Object(
   },
 );
 
-export const Pets = Type.Array(Type.Ref(Pet), { $id: 'Pets', description: 'A page of pets in ascending id order.' });
+export const Pets = Type.Array(refTo(Pet), { $id: 'Pets', description: 'A page of pets in ascending id order.' });
 
 export const ErrorBody = Type.Object(
   {
@@ -78,7 +88,7 @@ export type NewPetBody = Static<typeof NewPet>;
 
 export const ListPetsQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1 to 100.' })),
-  status: Type.Optional(Type.Ref(PetStatus, { description: 'Only pets with this status.' })),
+  status: Type.Optional(refTo(PetStatus, { description: 'Only pets with this status.' })),
   cursor: Type.Optional(
     Type.String({
       description: 'Opaque position from the `Link: rel="next"` header of the previous page. Altered or malformed cursors are a 400.',

@@ -9,7 +9,7 @@
 import { Ajv2020, type Options } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance, FastifySchemaValidationError } from 'fastify';
-import { SHARED_SCHEMAS } from './schemas.js';
+import { SHARED_SCHEMAS } from './schemas.ts';
 
 // ajv-formats is CommonJS: under NodeNext its ES default export is the `default` property.
 const addFormats = addFormatsModule.default;

@@ -9,8 +9,8 @@
  * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
  * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL.
  */
-import type { BanStore } from '../storage/store.js';
-import { MINUTE_MS, type RateLimiter } from './limiter.js';
+import type { BanStore } from '../storage/store.ts';
+import { MINUTE_MS, type RateLimiter } from './limiter.ts';
 
 export interface BanPolicy {
   /** Refused requests in one window that earn a ban. */
@@ -23,19 +23,23 @@ export interface BanPolicy {
 export class KeyBans {
   readonly #cache = new Map<string, { bannedUntilMs: number; expiresAtMs: number }>();
 
-  constructor(
-    private readonly store: BanStore,
-    private readonly limiter: RateLimiter,
-    private readonly policy: BanPolicy,
-  ) {}
+  readonly #store: BanStore;
+  readonly #limiter: RateLimiter;
+  readonly #policy: BanPolicy;
+
+  constructor(store: BanStore, limiter: RateLimiter, policy: BanPolicy) {
+    this.#store = store;
+    this.#limiter = limiter;
+    this.#policy = policy;
+  }
 
   /** The end of the key's ban, or undefined when it is not banned. */
   async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
     let entry = this.#cache.get(keyId);
     if (!entry || entry.expiresAtMs <= nowMs) {
-      const bannedUntilMs = (await this.store.banEndOf(keyId, nowMs)) ?? 0;
+      const bannedUntilMs = (await this.#store.banEndOf(keyId, nowMs)) ?? 0;
       if (this.#cache.size >= 10_000) this.#cache.clear();
-      entry = { bannedUntilMs, expiresAtMs: nowMs + this.policy.cacheTtlMs };
+      entry = { bannedUntilMs, expiresAtMs: nowMs + this.#policy.cacheTtlMs };
       this.#cache.set(keyId, entry);
     }
     return entry.bannedUntilMs > nowMs ? entry.bannedUntilMs : undefined;
@@ -43,17 +47,17 @@ export class KeyBans {
 
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
   async recordRefusal(keyId: string, nowMs: number): Promise<number | undefined> {
-    const refusals = await this.limiter.consume(
+    const refusals = await this.#limiter.consume(
       `refused:${keyId}`,
-      [{ name: 'refused', limit: this.policy.threshold, windowMs: MINUTE_MS }],
+      [{ name: 'refused', limit: this.#policy.threshold, windowMs: MINUTE_MS }],
       nowMs,
     );
     // Only the refusal that reaches the threshold bans: one ban per key and window at most, so a key
     // unbanned by the operator is not banned again by refusals it had already made in this window.
     if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
-    const bannedUntilMs = nowMs + this.policy.durationMs;
-    await this.store.banKey(keyId, bannedUntilMs);
-    this.#cache.set(keyId, { bannedUntilMs, expiresAtMs: nowMs + this.policy.cacheTtlMs });
+    const bannedUntilMs = nowMs + this.#policy.durationMs;
+    await this.#store.banKey(keyId, bannedUntilMs);
+    this.#cache.set(keyId, { bannedUntilMs, expiresAtMs: nowMs + this.#policy.cacheTtlMs });
     return bannedUntilMs;
   }
 }

@@ -2,7 +2,7 @@
  * The in-process limiter of the embedded default. JavaScript runs one callback at a time, so the
  * check-then-count below is atomic without locks; exact for one instance.
  */
-import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.js';
+import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
 interface Counter {
   start: number;

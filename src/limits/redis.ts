@@ -12,9 +12,9 @@
  */
 import { Redis } from 'ioredis';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Metrics } from '../metrics.js';
-import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.js';
-import { MemoryRateLimiter } from './memory.js';
+import type { Metrics } from '../metrics.ts';
+import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
+import { MemoryRateLimiter } from './memory.ts';
 
 // KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; then limit and TTL per window.
 // Returns { admitted (1/0), count of window 1, count of window 2, ... } after the decision.

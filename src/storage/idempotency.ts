@@ -1,5 +1,5 @@
 /** How a stored idempotency row answers a new claim; shared by every engine. */
-import type { IdempotencyClaim } from './store.js';
+import type { IdempotencyClaim } from './store.ts';
 
 export interface IdempotencyRow {
   request_hash: string;

@@ -1,7 +1,7 @@
 /** The one mapping from database rows to domain objects, shared by every engine. */
-import type { ApiKey, Environment } from '../domain/api-key.js';
-import type { Pet, PetStatus } from '../domain/pet.js';
-import type { Plan } from '../domain/plans.js';
+import type { ApiKey, Environment } from '../domain/api-key.ts';
+import type { Pet, PetStatus } from '../domain/pet.ts';
+import type { Plan } from '../domain/plans.ts';
 
 export interface PetRow {
   id: bigint | string;

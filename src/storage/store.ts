@@ -3,9 +3,9 @@
  * behaviour, checked by one contract test suite. Methods are async because remote engines are;
  * the embedded engine simply resolves at once.
  */
-import type { ApiKey, Environment } from '../domain/api-key.js';
-import type { NewPet, Pet, PetStatus } from '../domain/pet.js';
-import type { Plan } from '../domain/plans.js';
+import type { ApiKey, Environment } from '../domain/api-key.ts';
+import type { NewPet, Pet, PetStatus } from '../domain/pet.ts';
+import type { Plan } from '../domain/plans.ts';
 
 export interface ListPetsQuery {
   status: PetStatus | undefined;

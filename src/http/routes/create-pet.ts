@@ -6,12 +6,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
-import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.js';
-import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.js';
-import { ApiError } from '../errors.js';
-import { COMMON_ERRORS, errors, json } from '../responses.js';
-import { NewPet } from '../schemas.js';
+import { Type } from 'typebox';
+import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
+import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.ts';
+import { ApiError } from '../errors.ts';
+import { COMMON_ERRORS, errors, json } from '../responses.ts';
+import { NewPet, refTo } from '../schemas.ts';
 
 /** How long a stored response is replayed. */
 const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -72,7 +72,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
             }),
           ),
         }),
-        body: Type.Ref(NewPet),
+        body: refTo(NewPet),
         response: {
           201: json(201, 'Pet', 'The created pet, with its assigned id (or, for a repeated Idempotency-Key, the stored first response).', {
             headers: {

@@ -1,11 +1,11 @@
 /** getPet: GET /v1/pets/{petId}, deprecated; 410 from its sunset moment on. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.js';
-import { INT64_MAX, parsePositiveInt64 } from '../../domain/pet.js';
-import type { PetStore } from '../../storage/store.js';
-import { ApiError } from '../errors.js';
-import { COMMON_ERRORS, errors, json } from '../responses.js';
-import { PetIdParams } from '../schemas.js';
+import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.ts';
+import { INT64_MAX, parsePositiveInt64 } from '../../domain/pet.ts';
+import type { PetStore } from '../../storage/store.ts';
+import { ApiError } from '../errors.ts';
+import { COMMON_ERRORS, errors, json } from '../responses.ts';
+import { PetIdParams } from '../schemas.ts';
 
 export interface GetPetDeps {
   pets: PetStore;

@@ -1,9 +1,9 @@
 /** Liveness and readiness probes and Prometheus metrics, outside /v1 and without a key. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import type { Metrics } from '../../metrics.js';
-import type { Store } from '../../storage/store.js';
-import { ApiError } from '../errors.js';
+import type { Metrics } from '../../metrics.ts';
+import type { Store } from '../../storage/store.ts';
+import { ApiError } from '../errors.ts';
 
 export interface HealthDeps {
   store: Store;

@@ -1,12 +1,12 @@
 /** listPets: GET /v1/pets, keyset-paginated in ascending id order. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { CursorCodec } from '../../domain/cursor.js';
-import type { PetStatus } from '../../domain/pet.js';
-import type { PetStore } from '../../storage/store.js';
-import { ApiError } from '../errors.js';
-import { PageCache } from '../page-cache.js';
-import { COMMON_ERRORS, errors, json } from '../responses.js';
-import { ListPetsQuery } from '../schemas.js';
+import type { CursorCodec } from '../../domain/cursor.ts';
+import type { PetStatus } from '../../domain/pet.ts';
+import type { PetStore } from '../../storage/store.ts';
+import { ApiError } from '../errors.ts';
+import { PageCache } from '../page-cache.ts';
+import { COMMON_ERRORS, errors, json } from '../responses.ts';
+import { ListPetsQuery } from '../schemas.ts';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 

@@ -5,7 +5,7 @@
  * operations; 405 is described once, as a component response.
  */
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../errors.ts';
 
 const PATHS: Record<string, string> = {
   '/v1/pets': 'GET, HEAD, POST, OPTIONS',

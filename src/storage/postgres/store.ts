@@ -6,13 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { ApiKey } from '../../domain/api-key.js';
-import type { NewPet, Pet } from '../../domain/pet.js';
-import { StorageUnavailableError } from '../errors.js';
-import { toApiKey, toPet, type ApiKeyRow, type PetRow } from '../rows.js';
-import { claimOf, type IdempotencyRow } from '../idempotency.js';
-import type { Ban, KeyChanges, ListPetsQuery, PetPageJson, NewApiKey, Store } from '../store.js';
-import { migrate } from './migrations.js';
+import type { ApiKey } from '../../domain/api-key.ts';
+import type { NewPet, Pet } from '../../domain/pet.ts';
+import { StorageUnavailableError } from '../errors.ts';
+import { toApiKey, toPet, type ApiKeyRow, type PetRow } from '../rows.ts';
+import { claimOf, type IdempotencyRow } from '../idempotency.ts';
+import type { Ban, KeyChanges, ListPetsQuery, PetPageJson, NewApiKey, Store } from '../store.ts';
+import { migrate } from './migrations.ts';
 
 export interface PostgresOptions {
   url: string;

@@ -9,7 +9,7 @@
  * so one failing insert cannot fail the others.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import type { NewPet, Pet } from '../../domain/pet.js';
+import type { NewPet, Pet } from '../../domain/pet.ts';
 
 interface Pending {
   pet: NewPet;
@@ -20,11 +20,12 @@ interface Pending {
 export class GroupCommit {
   #queue: Pending[] = [];
   readonly #insertAll: (batch: Pending[]) => Pet[];
+  readonly #db: BetterSqlite3.Database;
+  readonly #insertOne: (pet: NewPet) => Pet;
 
-  constructor(
-    private readonly db: BetterSqlite3.Database,
-    private readonly insertOne: (pet: NewPet) => Pet,
-  ) {
+  constructor(db: BetterSqlite3.Database, insertOne: (pet: NewPet) => Pet) {
+    this.#db = db;
+    this.#insertOne = insertOne;
     this.#insertAll = db.transaction((batch: Pending[]) => batch.map((p) => insertOne(p.pet)));
   }
 
@@ -39,18 +40,18 @@ export class GroupCommit {
     const batch = this.#queue;
     if (batch.length === 0) return;
     this.#queue = [];
-    if (!this.db.open) {
+    if (!this.#db.open) {
       for (const p of batch) p.reject(new Error('The database is closed'));
       return;
     }
     let created: Pet[];
     try {
-      created = batch.length === 1 ? [this.insertOne(batch[0]!.pet)] : this.#insertAll(batch);
+      created = batch.length === 1 ? [this.#insertOne(batch[0]!.pet)] : this.#insertAll(batch);
     } catch (error) {
       if (batch.length === 1) return batch[0]!.reject(error);
       for (const p of batch) {
         try {
-          p.resolve(this.insertOne(p.pet));
+          p.resolve(this.#insertOne(p.pet));
         } catch (alone) {
           p.reject(alone);
         }

@@ -10,13 +10,13 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import type { ApiKey } from '../../domain/api-key.js';
-import type { NewPet, Pet } from '../../domain/pet.js';
-import { toApiKey, toPet, type ApiKeyRow, type PetRow } from '../rows.js';
-import { claimOf, type IdempotencyRow } from '../idempotency.js';
-import type { Ban, IdempotencyClaim, IdempotencyScope, KeyChanges, ListPetsQuery, NewApiKey, Store, StoredResponse } from '../store.js';
-import { GroupCommit } from './group-commit.js';
-import { migrate } from './migrations.js';
+import type { ApiKey } from '../../domain/api-key.ts';
+import type { NewPet, Pet } from '../../domain/pet.ts';
+import { toApiKey, toPet, type ApiKeyRow, type PetRow } from '../rows.ts';
+import { claimOf, type IdempotencyRow } from '../idempotency.ts';
+import type { Ban, IdempotencyClaim, IdempotencyScope, KeyChanges, ListPetsQuery, NewApiKey, Store, StoredResponse } from '../store.ts';
+import { GroupCommit } from './group-commit.ts';
+import { migrate } from './migrations.ts';
 
 export interface SqliteOptions {
   path: string;
