@@ -11,7 +11,6 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { parse } from 'lossless-json';
 import type { Environment } from '../src/domain/api-key.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import type { Plan } from '../src/domain/plans.ts';
@@ -344,7 +343,9 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             await seed(store);
             await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
             const asPets = (json: string) =>
-              (parse(json, undefined, (n) => BigInt(n)) as Record<string, unknown>[]).map((p) => ({
+              (JSON.parse(json, (_key, value, context?: { source?: string }) =>
+                typeof value === 'number' ? BigInt(context!.source!) : value,
+              ) as Record<string, unknown>[]).map((p) => ({
                 id: p.id,
                 name: p.name,
                 categoryId: p.categoryId,

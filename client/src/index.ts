@@ -14,7 +14,6 @@
  *   every other error are not retried.
  */
 import { randomUUID } from 'node:crypto';
-import { isLosslessNumber, parse, stringify, type LosslessNumber } from 'lossless-json';
 import type { components } from './schema.ts';
 
 type Schemas = components['schemas'];
@@ -84,13 +83,22 @@ export interface ClientOptions extends RetryOptions {
 
 const INT64_FIELDS = new Set(['id', 'categoryId']);
 
-/** JSON with the int64 fields as bigint and every other number as a plain number. */
+/**
+ * JSON with the int64 fields as bigint, read from each number's source text (JSON.parse source text
+ * access), and every other number as a plain number.
+ */
 function parseJson(text: string): unknown {
-  return parse(text, (key, value) => {
-    if (!isLosslessNumber(value)) return value;
-    const number = value as LosslessNumber;
-    return INT64_FIELDS.has(key) ? BigInt(number.value) : Number(number.value);
-  });
+  return JSON.parse(text, (key: string, value: unknown, context?: { source?: string }) =>
+    typeof value === 'number' && INT64_FIELDS.has(key) && context?.source !== undefined ? BigInt(context.source) : value,
+  );
+}
+
+/** JSON.rawJSON (ES2026; Node.js 21+), which TypeScript's libraries do not declare yet. */
+const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
+/** JSON with bigint values written as exact JSON numbers. */
+function stringifyJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? rawJSON(v.toString()) : v));
 }
 
 const RETRYABLE = new Set([409, 429, 503]);
@@ -136,7 +144,7 @@ export class PetstoreClient {
   /** Creates a pet; safe to retry, since every attempt carries the same Idempotency-Key. */
   async createPet(pet: NewPet, options: { idempotencyKey?: string } = {}): Promise<Pet & { replayed: boolean }> {
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringify(pet), { 'idempotency-key': idempotencyKey });
+    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringifyJson(pet), { 'idempotency-key': idempotencyKey });
     return { ...(body as Pet), replayed: headers.get('idempotent-replayed') === 'true' };
   }
 

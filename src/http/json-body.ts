@@ -1,20 +1,22 @@
 /**
- * JSON request bodies, parsed without losing int64 precision.
+ * JSON request bodies: parsed by the platform's JSON.parse, with what it leaves out added here.
  *
- * JSON.parse turns 9223372036854775807 into 9223372036854775808. We parse with lossless-json instead:
- * the body handed to schema validation holds ordinary numbers (so the schema checks types and
- * bounds as usual), and the exact integer value of every top-level numeric field is kept beside it
- * on the request, for the handler to read int64 fields from. lossless-json also refuses duplicate
- * keys, which JSON.parse would silently collapse.
+ * - Exact int64. JSON.parse turns 9223372036854775807 into 9223372036854775808. Schema validation
+ *   runs on those ordinary numbers (it checks types and bounds); a handler that needs an exact
+ *   integer reads it afterwards with exactTopLevelIntegers, which parses the kept text again with a
+ *   reviver that sees each number's source text. Only bodies that passed validation (a few small
+ *   fields) pay for the reviver, which costs several times the parse itself.
+ * - Duplicate keys. JSON.parse keeps the last of two equal keys; the body is refused instead when its
+ *   top level names a key twice, whatever the values. (Fields are all top-level: a nested object is
+ *   refused by the schema anyway.)
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { isLosslessNumber, parse } from 'lossless-json';
 import { ApiError } from './errors.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Exact values of the body's top-level integer-valued numbers; undefined for non-integers. */
-    exactIntegers: Map<string, bigint | undefined> | undefined;
+    /** The JSON body's text as received, for exactTopLevelIntegers. */
+    jsonText: string | undefined;
   }
 }
 
@@ -39,18 +41,66 @@ export function exactInteger(literal: string): bigint | undefined {
   return BigInt(m[1] + digits);
 }
 
-function toPlain(value: unknown): unknown {
-  if (isLosslessNumber(value)) return Number(value.value);
-  if (Array.isArray(value)) return value.map(toPlain);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
-      // defineProperty: a "__proto__" key stays a plain field instead of changing the prototype.
-      Object.defineProperty(out, k, { value: toPlain(v), enumerable: true, writable: true, configurable: true });
+/**
+ * The raw literals of the top-level object's keys, in order (`"name"`, `"n\u0061me"`), found by
+ * walking text that JSON.parse has already accepted: strings are skipped whole, nesting is counted.
+ */
+function topLevelKeyLiterals(text: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      const start = i;
+      for (i++; text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c /* \ */) i++;
+      if (depth === 1 && expectKey) keys.push(text.slice(start, i + 1));
+      expectKey = false;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      depth++;
+      expectKey = depth === 1 && c === 0x7b;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+    } else if (c === 0x2c /* , */) {
+      expectKey = depth === 1;
     }
-    return out;
   }
-  return value;
+  return keys;
+}
+
+/** The first key the top-level object names twice (compared after unescaping), if any. */
+export function duplicateTopLevelKey(text: string, parsed: object): string | undefined {
+  const literals = topLevelKeyLiterals(text);
+  if (literals.length === Object.keys(parsed).length) return undefined;
+  const seen = new Set<string>();
+  for (const literal of literals) {
+    const key = JSON.parse(literal) as string;
+    if (seen.has(key)) return key;
+    seen.add(key);
+  }
+  return undefined;
+}
+
+/**
+ * The exact values of the top-level object's integer-valued numbers (1, 1.0, 1e3 ...) by key;
+ * undefined for a number with a fraction. The reviver sees each number's source text (ES2026 JSON
+ * parse source text access, in Node.js since 21).
+ */
+export function exactTopLevelIntegers(text: string): Map<string, bigint | undefined> {
+  const holders: object[] = [];
+  const found: [key: string, literal: string][] = [];
+  const root: unknown = JSON.parse(text, function (this: object, key: string, value: unknown, context?: { source?: string }) {
+    if (typeof value === 'number' && context?.source !== undefined) {
+      holders.push(this);
+      found.push([key, context.source]);
+    }
+    return value;
+  });
+  const exact = new Map<string, bigint | undefined>();
+  found.forEach(([key, literal], i) => {
+    if (holders[i] === root) exact.set(key, exactInteger(literal));
+  });
+  return exact;
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -70,21 +120,24 @@ function decodeUtf8(body: Buffer): string {
 export function parseJsonBody(request: FastifyRequest, text: string): unknown {
   let parsed: unknown;
   try {
-    parsed = parse(text);
+    parsed = JSON.parse(text);
   } catch (err) {
     const reason = err instanceof RangeError ? 'it is nested too deeply' : (err as Error).message;
     throw new ApiError('invalid_request', `Request body is not valid JSON: ${reason}`);
   }
   if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
-    const exact = new Map<string, bigint | undefined>();
-    for (const [k, v] of Object.entries(parsed)) if (isLosslessNumber(v)) exact.set(k, exactInteger(v.value));
-    request.exactIntegers = exact;
+    const duplicate = duplicateTopLevelKey(text, parsed);
+    if (duplicate !== undefined) {
+      const field = duplicate.length > 64 ? `${duplicate.slice(0, 64)}…` : duplicate;
+      throw new ApiError('invalid_request', `Request body names the field "${field}" more than once`, [{ field, problem: 'appears more than once' }]);
+    }
   }
-  return toPlain(parsed);
+  request.jsonText = text;
+  return parsed;
 }
 
 export function installJsonBodyParser(app: FastifyInstance): void {
-  app.decorateRequest('exactIntegers', undefined);
+  app.decorateRequest('jsonText', undefined);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const encoding = request.headers['content-encoding'];

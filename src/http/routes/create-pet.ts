@@ -10,6 +10,7 @@ import { Type } from 'typebox';
 import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.ts';
 import { ApiError } from '../errors.ts';
+import { exactTopLevelIntegers } from '../json-body.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
 import { NewPet, refTo } from '../schemas.ts';
 
@@ -89,7 +90,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
       const problem = nameProblem(body.name);
       if (problem) throw invalid('name', problem);
       // The schema checked the shape with a rounded number; the exact value comes from the raw text.
-      const categoryId = request.exactIntegers?.get('categoryId');
+      const categoryId = exactTopLevelIntegers(request.jsonText!).get('categoryId');
       if (categoryId === undefined) throw invalid('categoryId', 'must be integer');
       if (!isPositiveInt64(categoryId)) throw invalid('categoryId', 'must be from 1 to 9223372036854775807');
       const pet: NewPetValue = { name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS };
