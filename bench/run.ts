@@ -13,17 +13,18 @@
  * whose label matches (the ceiling always runs), for quick comparisons while working.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, homedir, tmpdir, totalmem } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createKey } from '../src/cli/keys.ts';
 import { CursorCodec } from '../src/domain/cursor.ts';
 import { openPostgresStore } from '../src/storage/postgres/store.ts';
+import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
+import { referencePackage } from './reference-packages.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -34,20 +35,8 @@ const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 const STATUSES = ['available', 'pending', 'sold'] as const;
 let nextPort = 19100;
 
-/**
- * json-server is a reference to measure against, not a dependency of the project: it is installed on
- * first use into a cache folder outside the checkout, at a fixed version.
- */
-const JSON_SERVER_VERSION = '0.17.4';
-function jsonServerCli(): string {
-  const dir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'petstore-bench', `json-server-${JSON_SERVER_VERSION}`);
-  const cli = join(dir, 'node_modules/json-server/lib/cli/bin.js');
-  if (!existsSync(cli)) {
-    console.log(`installing json-server ${JSON_SERVER_VERSION} into ${dir}`);
-    execFileSync('npm', ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', `json-server@${JSON_SERVER_VERSION}`], { stdio: 'inherit' });
-  }
-  return cli;
-}
+/** json-server is a reference to measure against, not a dependency of the project. */
+const jsonServerCli = () => join(referencePackage('json-server', '0.17.4'), 'lib/cli/bin.js');
 
 // ------------------------------------------------------------------------------------------------
 // Data
@@ -70,11 +59,11 @@ async function prepare(store: Store, count: number, databaseUrl: string, drop: (
 async function sqliteDataset(name: string, count: number): Promise<Dataset> {
   const path = join(work, `${name}.db`);
   openSqliteStore({ path, synchronous: 'normal' }).close(); // creates and migrates
-  const db = new BetterSqlite3(path);
+  const db = new DatabaseSync(path);
   const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)');
-  db.transaction(() => {
-    for (let i = 1; i <= count; i++) insert.run(`pet ${i}`, i, STATUSES[i % 3]);
-  })();
+  inWriteTransaction(db, () => {
+    for (let i = 1; i <= count; i++) insert.run(`pet ${i}`, i, STATUSES[i % 3]!);
+  });
   db.close();
   return prepare(openSqliteStore({ path, synchronous: 'normal' }), count, `sqlite:${path}`, async () => undefined);
 }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import BetterSqlite3 from 'better-sqlite3';
+import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import { tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -358,9 +358,9 @@ test('keys list shows an expired key as expired, and keys rotate refuses it', as
 // keys unban
 
 function insertBan(dbPath: string, keyId: string, bannedUntilMs: number): void {
-  const db = new BetterSqlite3(dbPath);
+  const db = new DatabaseSync(dbPath);
   try {
-    db.pragma('busy_timeout = 5000');
+    db.exec('PRAGMA busy_timeout = 5000');
     db.prepare('INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)').run(keyId, bannedUntilMs, Date.now());
   } finally {
     db.close();
@@ -368,9 +368,9 @@ function insertBan(dbPath: string, keyId: string, bannedUntilMs: number): void {
 }
 
 function banRows(dbPath: string): number {
-  const db = new BetterSqlite3(dbPath, { readonly: true });
+  const db = new DatabaseSync(dbPath, { readOnly: true });
   try {
-    return db.prepare('SELECT count(*) FROM bans').pluck().get() as number;
+    return db.prepare('SELECT count(*) AS n FROM bans').get()!.n as number;
   } finally {
     db.close();
   }

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import BetterSqlite3 from 'better-sqlite3';
+import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import { GroupCommit } from '../src/storage/sqlite/group-commit.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
@@ -32,18 +32,19 @@ test('concurrent creates commit together, each with its own id, and all are read
 });
 
 test('one failing insert fails only its own create', async (t) => {
-  const db = new BetterSqlite3(join(tempDir(t), 'check.db'));
+  const db = new DatabaseSync(join(tempDir(t), 'check.db'));
   t.after(() => db.close());
   db.exec("CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL CHECK (name <> 'bad'))");
-  const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id').safeIntegers(true);
+  const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id');
+  insert.setReadBigInts(true);
   const commits = new GroupCommit(db, (pet: NewPet): Pet => {
-    const { id } = insert.get(pet.name) as { id: bigint };
+    const { id } = insert.get(pet.name) as unknown as { id: bigint };
     return { id, ...pet };
   });
   const names = ['a', 'bad', 'c'];
   const outcomes = await Promise.allSettled(names.map((name) => commits.add({ name, categoryId: 1n, status: 'available' })));
   assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
-  assert.deepEqual(db.prepare('SELECT name FROM pets ORDER BY id').pluck().all(), ['a', 'c']);
+  assert.deepEqual(db.prepare('SELECT name FROM pets ORDER BY id').all().map((row) => row.name), ['a', 'c']);
 });
 
 test('closing the store commits creates already accepted', async (t) => {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import BetterSqlite3 from 'better-sqlite3';
+import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import type { Environment } from '../src/domain/api-key.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import type { Plan } from '../src/domain/plans.ts';
@@ -69,9 +69,9 @@ function sqliteHarness(): Promise<Harness> {
       return current;
     },
     async migrationRows() {
-      const db = new BetterSqlite3(path, { readonly: true });
+      const db = new DatabaseSync(path, { readOnly: true });
       try {
-        const rows = db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all() as {
+        const rows = db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all() as unknown as {
           version: number;
           name: string;
           applied_at: number;
@@ -105,9 +105,9 @@ function sqliteExtra(): void {
       await withFile(async (path) => {
         const store = openSqliteStore({ path, synchronous: 'normal' });
         try {
-          const raw = new BetterSqlite3(path);
+          const raw = new DatabaseSync(path);
           try {
-            assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal');
+            assert.equal(raw.prepare('PRAGMA journal_mode').get()!.journal_mode, 'wal');
           } finally {
             raw.close();
           }
@@ -122,7 +122,7 @@ function sqliteExtra(): void {
         let store = openSqliteStore({ path, synchronous: 'normal' });
         try {
           for (let i = 0; i < 3; i++) await store.createPet(newPet(`p${i}`));
-          const raw = new BetterSqlite3(path);
+          const raw = new DatabaseSync(path);
           try {
             assert.equal(raw.prepare('DELETE FROM pets WHERE id = 3').run().changes, 1);
           } finally {
@@ -132,7 +132,7 @@ function sqliteExtra(): void {
           await store.close();
 
           store = openSqliteStore({ path, synchronous: 'normal' });
-          const raw2 = new BetterSqlite3(path);
+          const raw2 = new DatabaseSync(path);
           try {
             raw2.prepare('DELETE FROM pets WHERE id = 4').run();
           } finally {

@@ -8,7 +8,7 @@
  * If the batch's transaction fails, nothing of it was stored; each create is then retried alone,
  * so one failing insert cannot fail the others.
  */
-import type BetterSqlite3 from 'better-sqlite3';
+import { inWriteTransaction, type Database } from './driver.ts';
 import type { NewPet, Pet } from '../../domain/pet.ts';
 
 interface Pending {
@@ -19,14 +19,13 @@ interface Pending {
 
 export class GroupCommit {
   #queue: Pending[] = [];
-  readonly #insertAll: (batch: Pending[]) => Pet[];
-  readonly #db: BetterSqlite3.Database;
+  #closed = false;
+  readonly #db: Database;
   readonly #insertOne: (pet: NewPet) => Pet;
 
-  constructor(db: BetterSqlite3.Database, insertOne: (pet: NewPet) => Pet) {
+  constructor(db: Database, insertOne: (pet: NewPet) => Pet) {
     this.#db = db;
     this.#insertOne = insertOne;
-    this.#insertAll = db.transaction((batch: Pending[]) => batch.map((p) => insertOne(p.pet)));
   }
 
   add(pet: NewPet): Promise<Pet> {
@@ -35,18 +34,24 @@ export class GroupCommit {
     });
   }
 
-  /** Commits what is queued now; also called on close so no accepted create is dropped. */
+  /** Commits what is queued, so no accepted create is dropped; later creates are refused. Before the database closes. */
+  close(): void {
+    this.flush();
+    this.#closed = true;
+  }
+
+  /** Commits what is queued now. */
   flush(): void {
     const batch = this.#queue;
     if (batch.length === 0) return;
     this.#queue = [];
-    if (!this.#db.open) {
+    if (this.#closed) {
       for (const p of batch) p.reject(new Error('The database is closed'));
       return;
     }
     let created: Pet[];
     try {
-      created = batch.length === 1 ? [this.#insertOne(batch[0]!.pet)] : this.#insertAll(batch);
+      created = batch.length === 1 ? [this.#insertOne(batch[0]!.pet)] : inWriteTransaction(this.#db, () => batch.map((p) => this.#insertOne(p.pet)));
     } catch (error) {
       if (batch.length === 1) return batch[0]!.reject(error);
       for (const p of batch) {

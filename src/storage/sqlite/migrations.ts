@@ -2,7 +2,7 @@
  * Versioned schema migrations for SQLite. Each entry runs once, in order, inside a transaction,
  * and is recorded in schema_migrations. Append new versions; never edit a released one.
  */
-import type { Database } from 'better-sqlite3';
+import { inWriteTransaction, type Database } from './driver.ts';
 
 const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   {
@@ -74,7 +74,7 @@ export function migrate(db: Database): void {
   // on a new file cannot both apply a version. Creating the bookkeeping table inside it matters too: as a
   // statement of its own it would read the schema and then upgrade to a write, and SQLite refuses such an
   // upgrade at once, without waiting, when another process wrote in between ("database is locked").
-  db.transaction(() => {
+  inWriteTransaction(db, () => {
     db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
     const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null };
@@ -87,7 +87,7 @@ export function migrate(db: Database): void {
         Date.now(),
       );
     }
-  }).immediate();
+  });
 }
 
 export const LATEST_SQLITE_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
