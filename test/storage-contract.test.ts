@@ -233,7 +233,7 @@ const ENGINES: Engine[] = [
   { name: 'sqlite', open: sqliteHarness, extra: sqliteExtra },
   ...(POSTGRES_URL ? [{ name: 'postgres' as const, open: postgresHarness, extra: postgresExtra }] : []),
 ];
-if (!POSTGRES_URL) console.warn('storage contract: PostgreSQL SKIPPED (set PETSTORE_TEST_POSTGRES_URL to run it)');
+if (!POSTGRES_URL) console.warn('storage contract: PostgreSQL SKIPPED (PETSTORE_TEST_ENGINES=sqlite, or PETSTORE_TEST_POSTGRES_URL not set)');
 
 // ---------------------------------------------------------------------------------------------------
 // Fixtures
