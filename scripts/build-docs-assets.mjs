@@ -7,7 +7,7 @@
  * Plain JavaScript, not TypeScript: `npm start` runs the build, and must work on every Node.js the
  * project supports, including those without built-in type stripping.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 
@@ -15,8 +15,13 @@ const source = createRequire(import.meta.url).resolve('redoc/bundles/redoc.stand
 const out = new URL('../assets/', import.meta.url);
 const renderer = readFileSync(source);
 
+// `npm start` builds every time: when the copies are already those of this renderer, there is
+// nothing to do (compressing takes seconds).
+const built = ['', '.gz', '.br'].every((suffix) => existsSync(new URL(`redoc.standalone.js${suffix}`, out)));
+if (built && readFileSync(new URL('redoc.standalone.js', out)).equals(renderer)) process.exit(0);
+
 mkdirSync(out, { recursive: true });
-writeFileSync(new URL('redoc.standalone.js', out), renderer);
+// The plain copy last: it marks the compressed ones as complete.
 writeFileSync(new URL('redoc.standalone.js.gz', out), gzipSync(renderer, { level: 9 }));
 writeFileSync(
   new URL('redoc.standalone.js.br', out),
@@ -28,3 +33,4 @@ writeFileSync(
     },
   }),
 );
+writeFileSync(new URL('redoc.standalone.js', out), renderer);
