@@ -4,24 +4,19 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { get, type IncomingHttpHeaders } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { acceptsCoding } from '../src/http/routes/docs.ts';
 import { startTestServer, type TestServer } from './helpers.ts';
+import { request } from './raw-clients.ts';
 
 const RENDERER = readFileSync(new URL('../assets/redoc.standalone.js', import.meta.url));
 
-/** A raw GET: fetch would ask for and undo content codings itself. */
-function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    get(url, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-    }).on('error', reject);
-  });
-}
+/** node:http, not fetch: fetch would ask for and undo content codings itself. */
+const rawGet = async (url: string, headers: Record<string, string>) => {
+  const { status, headers: answer, bytes } = await request(url, { headers });
+  return { status, headers: answer, body: bytes };
+};
 
 describe('GET /docs/redoc.standalone.js', () => {
   let server: TestServer;

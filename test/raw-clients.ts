@@ -73,6 +73,8 @@ export interface HttpResult {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The body's bytes as they came (a compressed body is not text). */
+  bytes: Buffer;
   /** Whether the request went over a connection kept alive from an earlier one. */
   reusedSocket: boolean;
 }
@@ -84,10 +86,12 @@ export function request(
 ): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: options.method ?? 'GET', headers: options.headers, agent: options.agent ?? false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, reusedSocket: req.reusedSocket }));
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const bytes = Buffer.concat(chunks);
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: bytes.toString('utf8'), bytes, reusedSocket: req.reusedSocket });
+      });
       res.on('error', reject);
     });
     req.on('error', (err: Error & { reusedSocket?: boolean }) => reject(Object.assign(err, { reusedSocket: req.reusedSocket })));

@@ -2,7 +2,8 @@
  * GET /docs: interactive API documentation rendered in the browser by Redoc from the served OpenAPI
  * document. The renderer is served from this server, never from a CDN, so the page works offline and
  * behind a firewall: the build copies it into assets/ with gzip and brotli copies
- * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is. Its Content-Security-Policy allows only this origin's script and
+ * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is. Its
+ * Content-Security-Policy allows only this origin's script and
  * document; Redoc injects its styles and runs its search in a worker made from a blob, which the
  * policy names explicitly.
  */

@@ -30,18 +30,18 @@ export class GroupCommit {
 
   add(pet: NewPet): Promise<Pet> {
     return new Promise((resolve, reject) => {
-      if (this.#queue.push({ pet, resolve, reject }) === 1) setImmediate(() => this.flush());
+      if (this.#queue.push({ pet, resolve, reject }) === 1) setImmediate(() => this.#flush());
     });
   }
 
   /** Commits what is queued, so no accepted create is dropped; later creates are refused. Before the database closes. */
   close(): void {
-    this.flush();
+    this.#flush();
     this.#closed = true;
   }
 
   /** Commits what is queued now. */
-  flush(): void {
+  #flush(): void {
     const batch = this.#queue;
     if (batch.length === 0) return;
     this.#queue = [];
