@@ -18,6 +18,9 @@ class UnlimitedRateLimiter implements RateLimiter {
     };
   }
   peek = this.consume;
+  async firstMark(_subject: string, nowMs: number): Promise<number> {
+    return nowMs;
+  }
   async close(): Promise<void> {}
 }
 

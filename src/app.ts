@@ -3,26 +3,26 @@
  * never reads process.env, so tests build it with their own store, limiter and clock.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import type { Config } from './config.ts';
 import { CursorCodec } from './domain/cursor.ts';
 import { KeyAuthenticator } from './http/authenticate.ts';
-import { ApiError, installErrorHandling, sendError, unroutedAnswers } from './http/errors.ts';
+import { ApiError, clip, installErrorHandling, sendError, unroutedAnswers } from './http/errors.ts';
 import { installDraining } from './http/draining.ts';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.ts';
-import { installGuard } from './http/guard.ts';
+import { api, API_PREFIX } from './http/api.ts';
+import { installClientAddress } from './http/client-address.ts';
+import { capConnections } from './http/connection-caps.ts';
+import { createGuard, decorateGuardedRequests } from './http/guard.ts';
+import { installUnreadBodyHandling } from './http/request-bodies.ts';
 import { createNodeServer, type TlsFiles } from './http/node-server.ts';
 import { installObservation, unroutedRecorder } from './http/observe.ts';
 import { installSecurityHeaders } from './http/security-headers.ts';
-import { installJsonBodyParser } from './http/json-body.ts';
-import { registerOpenApi, serveOpenApi } from './http/openapi.ts';
-import { createPet } from './http/routes/create-pet.ts';
+import { BODY_LIMIT_BYTES, installJsonBodyParser } from './http/json-body.ts';
+import { registerOpenApi } from './http/openapi.ts';
 import { docs } from './http/routes/docs.ts';
-import { getPet } from './http/routes/get-pet.ts';
 import { health } from './http/routes/health.ts';
-import { listPets } from './http/routes/list-pets.ts';
-import { methodNotAllowed, notAllowedError } from './http/routes/method-not-allowed.ts';
 import { SHARED_SCHEMAS } from './http/schemas.ts';
 import { installValidation } from './http/validation.ts';
 import { KeyBans } from './limits/bans.ts';
@@ -58,26 +58,30 @@ export type AppConfig = Pick<
   | 'anonymousPerMinute'
   | 'banThreshold'
   | 'banDurationSeconds'
+  | 'banGraceMs'
   | 'pageCacheSize'
   | 'pageCacheTtlMs'
   | 'headersTimeoutMs'
   | 'requestTimeoutMs'
   | 'keepAliveTimeoutMs'
   | 'maxConnections'
+  | 'maxConnectionsPerAddress'
   | 'metricsToken'
   | 'corsOrigins'
 >;
 
-export const BODY_LIMIT_BYTES = 64 * 1024;
-
 /**
- * Slow and abusive clients: a connection must deliver its headers within headersTimeoutMs and its
- * whole request within requestTimeoutMs (else 408 and close), and connections beyond maxConnections
- * are closed as they arrive, so partial requests cannot pile up without bound.
+ * An HTTP/1.1 request must name its host (RFC 9112 §3.2). Node would answer one without it with a
+ * bare 400 of its own, before any hook runs; the check is made here instead, so the answer is in the
+ * Error shape, with a request id, logged and counted like every other.
  */
-function limitConnections(app: FastifyInstance, config: AppConfig, answerConnect: (socket: Socket) => void): void {
-  if (config.maxConnections > 0) app.server.maxConnections = config.maxConnections;
-  app.server.on('connect', (_request, socket) => answerConnect(socket as Socket));
+function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+  const raw = request.raw;
+  if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
+    done(new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header'));
+    return;
+  }
+  done();
 }
 
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {
@@ -91,8 +95,8 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
-    // A hop count is accepted at run time (proxy-addr) though the type leaves it out.
-    trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
+    // The client's address is worked out by client-address.ts from TRUST_PROXY, not by Fastify.
+    trustProxy: false,
     bodyLimit: BODY_LIMIT_BYTES,
     // What a client under load sees while the server shuts down: every request already received is
     // served, never refused with 503, and its answer carries `Connection: close` so the client
@@ -119,26 +123,42 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     frameworkErrors: unrouted.frameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  limitConnections(app, config, unrouted.connect);
+  capConnections(
+    app.server,
+    { maxConnections: config.maxConnections, maxPerAddress: config.maxConnectionsPerAddress, trust: config.trustProxy, keepAliveTimeoutMs: config.keepAliveTimeoutMs },
+    logger,
+    metrics,
+  );
+  app.server.on('connect', (_request, socket) => unrouted.connect(socket as Socket));
+  installClientAddress(app, config.trustProxy);
+  decorateGuardedRequests(app);
+
+  // Every answer, in this order: its request id, the drain's Connection: close, the baseline
+  // headers (and CORS), then the Host check; the API's own hooks follow inside its scope (api.ts).
   app.addHook('onRequest', (request, reply, done) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     done();
   });
   installDraining(app);
   installSecurityHeaders(app, config.corsOrigins);
+  app.addHook('onRequest', requireHost);
+  installUnreadBodyHandling(app);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   installValidation(app);
   installJsonBodyParser(app);
   installErrorHandling(app);
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
-    return sendError(reply, notAllowedError(request.method, path) ?? new ApiError('not_found', `No resource at ${request.method} ${path}`));
+    return sendError(reply, new ApiError('not_found', `No resource at ${request.method} ${clip(path)}`));
   });
-  installGuard(app, {
+  installObservation(app, metrics);
+
+  const guard = createGuard({
     authenticator: new KeyAuthenticator(deps.store, config.environment, config.keyCacheTtlMs, now),
     limiter: deps.limiter,
     bans: new KeyBans(deps.store, deps.limiter, {
       threshold: config.banThreshold,
+      graceMs: config.banGraceMs,
       durationMs: config.banDurationSeconds * 1000,
       cacheTtlMs: config.keyCacheTtlMs,
     }),
@@ -146,16 +166,18 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
     metrics,
   });
-  installObservation(app, metrics);
-
   await registerOpenApi(app);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
-  await app.register(listPets, { pets: deps.store, cursors, pageCacheSize: config.pageCacheSize, pageCacheTtlMs: config.pageCacheTtlMs, now });
-  await app.register(createPet, { pets: deps.store, now });
-  await app.register(getPet, { pets: deps.store, now });
-  await app.register(methodNotAllowed);
-  await app.register(docs);
+  await app.register(api, {
+    prefix: API_PREFIX,
+    store: deps.store,
+    guard,
+    cursors,
+    pageCacheSize: config.pageCacheSize,
+    pageCacheTtlMs: config.pageCacheTtlMs,
+    now,
+  });
+  await app.register(docs, { limit: guard.keyless });
   await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });
-  serveOpenApi(app);
   return app;
 }

@@ -3,8 +3,8 @@
  * throws a ConfigError whose one-line message names the variable; the CLI prints it and exits 1.
  * Only the CLI reads process.env; everything else receives a Config.
  */
-import { isIP } from 'node:net';
 import { ENVIRONMENTS, type Environment } from './domain/api-key.ts';
+import { proxyList, type ProxyTrust } from './http/client-address.ts';
 
 export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
 
@@ -17,8 +17,8 @@ export interface Config {
   redisKeyPrefix: string;
   environment: Environment;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  /** Whether X-Forwarded-For is believed (true, false, a hop count, or a list of proxy addresses). */
-  trustProxy: boolean | number | string;
+  /** Whose X-Forwarded-For entries are believed: nobody's, a number of hops, or listed proxies. */
+  trustProxy: ProxyTrust;
   sqliteSynchronous: 'normal' | 'full';
   /** How long an API key lookup may be served from memory; bounds how late a revocation takes effect. */
   keyCacheTtlMs: number;
@@ -27,6 +27,8 @@ export interface Config {
   /** Refused (429) requests of a key within one minute window that earn it a temporary ban. */
   banThreshold: number;
   banDurationSeconds: number;
+  /** Refusals this soon after a key's first refusal never count toward a ban (requests in flight). */
+  banGraceMs: number;
   /** Full list pages kept serialised in memory (0 turns the cache off). */
   pageCacheSize: number;
   /** How long a full page is reused on engines where it can still change for a moment (PostgreSQL); 0: never. */
@@ -39,14 +41,19 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** Open connections beyond this are closed at once (0: no cap). */
   maxConnections: number;
+  /** Open connections one address may hold (0: no cap); the trusted proxies are exempt. */
+  maxConnectionsPerAddress: number;
   /** On SIGTERM, how long to keep serving with Connection: close before the listener closes. */
   shutdownDrainMs: number;
   /** Bound on the whole shutdown, signal to exit; connections still open a second before it are cut. */
   shutdownTimeoutMs: number;
   /** Certificate and key files for the built-in HTTPS listener (both or neither). */
   tls: { certPath: string; keyPath: string } | undefined;
-  /** When set, /metrics answers only requests bearing this token. */
+  /** When set, /metrics is served on the public listener, to requests bearing this token. */
   metricsToken: string | undefined;
+  /** When set, a second listener serves /metrics without a token on metricsHost. */
+  metricsPort: number | undefined;
+  metricsHost: string;
   /** Origins allowed to call the API from browsers (CORS); empty: no CORS headers at all. */
   corsOrigins: readonly string[] | '*';
 }
@@ -103,35 +110,48 @@ function keyPrefix(raw: string | undefined): string {
   return raw;
 }
 
-/** An address, a CIDR range, or one of proxy-addr's names for a range. */
-function isProxyAddress(entry: string): boolean {
-  if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
-  const [address = '', bits, ...rest] = entry.split('/');
-  const family = isIP(address);
-  if (family === 0 || rest.length > 0) return false;
-  if (bits === undefined) return true;
-  return /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+/**
+ * TRUST_PROXY: false, a hop count or a list of the proxies' addresses (see client-address.ts). `true`
+ * is refused: it would believe the leftmost X-Forwarded-For entry, which the client writes itself.
+ */
+function trustProxy(raw: string | undefined): ProxyTrust {
+  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return { kind: 'none' };
+  if (raw === 'true') {
+    throw new ConfigError(
+      'TRUST_PROXY=true would believe any address a client writes in X-Forwarded-For; set the number of proxies in front (1 behind one nginx) or their addresses',
+    );
+  }
+  if (/^[0-9]{1,2}$/.test(raw)) return { kind: 'hops', hops: Number(raw) };
+  const proxies = proxyList(raw.split(',').map((e) => e.trim()));
+  if (proxies) return { kind: 'addresses', proxies };
+  throw new ConfigError(`TRUST_PROXY must be false, a hop count or a comma-separated list of proxy addresses or CIDRs, got "${raw}"`);
 }
 
-function trustProxy(raw: string | undefined): boolean | number | string {
-  if (raw === undefined || raw === '' || raw === 'false') return false;
-  if (raw === 'true') return true;
-  if (/^[0-9]{1,2}$/.test(raw)) return Number(raw);
-  const entries = raw.split(',').map((e) => e.trim());
-  if (entries.every(isProxyAddress)) return entries.join(',');
-  throw new ConfigError(`TRUST_PROXY must be true, false, a hop count or a comma-separated list of addresses or CIDRs, got "${raw}"`);
-}
-
-function host(raw: string | undefined): string {
+function host(name: string, raw: string | undefined): string {
   if (raw === undefined || raw === '') return '127.0.0.1';
-  if (!/^[A-Za-z0-9.:-]+$/.test(raw)) throw new ConfigError(`HOST must be a host name or address, got "${raw}"`);
+  if (!/^[A-Za-z0-9.:-]+$/.test(raw)) throw new ConfigError(`${name} must be a host name or address, got "${raw}"`);
   return raw;
+}
+
+/**
+ * The per-address cap must leave room for others under the total one: one address (or /64) can then
+ * never hold every connection. Its default, 256, is roomy enough for a big customer or a NAT; under a
+ * small total cap it is a quarter of that cap.
+ */
+function connectionCaps(env: Env): { maxConnections: number; maxConnectionsPerAddress: number } {
+  const maxConnections = integer(env, 'MAX_CONNECTIONS', 10_000, 0, 1_000_000);
+  const perAddressDefault = maxConnections > 0 ? Math.min(256, Math.max(1, Math.floor(maxConnections / 4))) : 256;
+  const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', perAddressDefault, 0, 1_000_000);
+  if (maxConnections > 0 && maxConnectionsPerAddress >= maxConnections) {
+    throw new ConfigError(`MAX_CONNECTIONS_PER_ADDRESS (${maxConnectionsPerAddress}) must be below MAX_CONNECTIONS (${maxConnections})`);
+  }
+  return { maxConnections, maxConnectionsPerAddress };
 }
 
 export function loadConfig(env: Env): Readonly<Config> {
   return Object.freeze({
     port: integer(env, 'PORT', 8080, 0, 65535),
-    host: host(env.HOST),
+    host: host('HOST', env.HOST),
     database: database(env.DATABASE_URL),
     redisUrl: redisUrl(env.REDIS_URL),
     redisKeyPrefix: keyPrefix(env.REDIS_KEY_PREFIX),
@@ -143,16 +163,19 @@ export function loadConfig(env: Env): Readonly<Config> {
     anonymousPerMinute: integer(env, 'ANONYMOUS_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
     banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
     banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
+    banGraceMs: integer(env, 'BAN_GRACE_MS', 1000, 0, 60_000),
     pageCacheSize: integer(env, 'PAGE_CACHE_SIZE', 1000, 0, 1_000_000),
     pageCacheTtlMs: integer(env, 'PAGE_CACHE_TTL_MS', 1000, 0, 60_000),
     ...timeouts(env),
     // Longer than the usual proxy idle timeout (60 s), so the proxy, not the server, ends idle
     // connections and never sends a request on one the server is closing.
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 1000, 600_000),
-    maxConnections: integer(env, 'MAX_CONNECTIONS', 10_000, 0, 1_000_000),
+    ...connectionCaps(env),
     ...shutdownTimings(env),
     tls: tls(env.TLS_CERT, env.TLS_KEY),
     metricsToken: metricsToken(env.METRICS_TOKEN),
+    metricsPort: env.METRICS_PORT ? integer(env, 'METRICS_PORT', 0, 1, 65535) : undefined,
+    metricsHost: host('METRICS_HOST', env.METRICS_HOST),
     corsOrigins: corsOrigins(env.CORS_ORIGINS),
   });
 }

@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics (prom-client), one registry per app so tests and several apps in one process
- * never share counters. Labels never carry a key, a hash or a URL with credentials: operations,
- * statuses, plans and key ids only.
+ * never share counters. Every label has a small fixed set of values (operations, statuses, plans,
+ * states), so a caller can neither grow the series without bound nor be identified by them; who made
+ * which call is in the log.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
@@ -47,8 +48,8 @@ export function createMetrics() {
     }),
     deprecatedCalls: new Counter({
       name: 'petstore_deprecated_calls_total',
-      help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by key id: who to warn.',
-      labelNames: ['operation', 'key_id'] as const,
+      help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by plan; the key id of each call is in its log line.',
+      labelNames: ['operation', 'plan'] as const,
       registers: [registry],
     }),
     pool: new Gauge({
@@ -63,6 +64,12 @@ export function createMetrics() {
         this.set({ state: 'idle' }, stats.idle);
         this.set({ state: 'waiting' }, stats.waiting);
       },
+    }),
+    connectionsRefused: new Counter({
+      name: 'petstore_connections_refused_total',
+      help: 'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") or beyond MAX_CONNECTIONS ("total").',
+      labelNames: ['reason'] as const,
+      registers: [registry],
     }),
     limiterFallbacks: new Counter({
       name: 'petstore_ratelimit_fallback_total',

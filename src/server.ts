@@ -9,6 +9,7 @@ import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { ConfigError, type Config } from './config.ts';
+import { startMetricsListener } from './http/metrics-listener.ts';
 import type { TlsFiles } from './http/node-server.ts';
 import { MemoryRateLimiter } from './limits/memory.ts';
 import { createLogger } from './logger.ts';
@@ -56,6 +57,11 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
     await store.close();
   });
   await app.listen({ port: config.port, host: config.host });
+  if (config.metricsPort !== undefined) {
+    const listener = await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
+    app.addHook('onClose', async () => void (await new Promise((resolve) => listener.close(resolve))));
+    app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
+  }
 
   let closing = false;
   const shutdown = (signal: string) => {

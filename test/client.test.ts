@@ -77,7 +77,7 @@ test('a create whose answer was lost is retried with the same key and stores one
 });
 
 test('429 is retried after Retry-After (with jitter on top); a ban is not retried; errors are typed', async (t) => {
-  const server = await startTestServer({ banThreshold: 3 });
+  const server = await startTestServer({ banThreshold: 3, banGraceMs: 0 });
   t.after(() => server.close());
   const key = await server.key('free');
   let requests = 0;

@@ -55,7 +55,7 @@ test('every variable of each compose instance is read by the configuration and a
     const config = loadConfig(env);
     assert.equal(config.database.engine, 'postgres', name);
     assert.ok(config.redisUrl, `${name} uses Redis`);
-    assert.equal(config.trustProxy, 1, `${name} believes one proxy hop`);
+    assert.deepEqual(config.trustProxy, { kind: 'hops', hops: 1 }, `${name} believes one proxy hop`);
   }
 });
 

@@ -1,6 +1,7 @@
 /**
  * The documentation page's renderer is served from assets/ as built: the brotli or gzip copy when the
- * client accepts it, the plain file otherwise, each with its own ETag, cacheable and revalidated.
+ * client accepts it, the plain file otherwise, each with its own ETag, under a path that names its
+ * version and cached for a year; the pages are limited per address like keyless API requests.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -18,12 +19,15 @@ const rawGet = async (url: string, headers: Record<string, string>) => {
   return { status, headers: answer, body: bytes };
 };
 
-describe('GET /docs/redoc.standalone.js', () => {
+describe('GET /docs/redoc.standalone.<version>.js', () => {
   let server: TestServer;
   let path: string;
   before(async () => {
-    server = await startTestServer();
-    path = `${server.url}/docs/redoc.standalone.js`;
+    server = await startTestServer({ anonymousPerMinute: 1000 });
+    const page = (await request(`${server.url}/docs`, {})).body;
+    const src = /<script src="([^"]+)"><\/script>/.exec(page)?.[1];
+    assert.match(src ?? '', /^\/docs\/redoc\.standalone\.[A-Za-z0-9_-]{22}\.js$/, 'the page names the renderer by its version');
+    path = `${server.url}${src}`;
   });
   after(() => server.close());
 
@@ -33,7 +37,7 @@ describe('GET /docs/redoc.standalone.js', () => {
     assert.equal(res.headers['content-encoding'], 'br');
     assert.equal(res.headers.vary, 'Accept-Encoding');
     assert.match(res.headers['content-type']!, /^text\/javascript/);
-    assert.match(res.headers['cache-control']!, /public, max-age=86400/);
+    assert.equal(res.headers['cache-control'], 'public, max-age=31536000, immutable');
     assert.ok(res.body.length < RENDERER.length / 3, `brotli copy is ${res.body.length} bytes`);
     assert.ok(brotliDecompressSync(res.body).equals(RENDERER));
   });
@@ -76,4 +80,22 @@ test('Accept-Encoding is read as RFC 9110 says: names, q-values, the wildcard, a
   assert.equal(acceptsCoding('*;q=0, gzip', 'br'), false);
   assert.equal(acceptsCoding('br;q=0, *', 'br'), false);
   assert.equal(acceptsCoding('deflate', 'gzip'), false);
+});
+
+test('the documentation is limited per address like keyless API requests', async (t) => {
+  const server = await startTestServer({ anonymousPerMinute: 3 });
+  t.after(() => server.close());
+  const page = await request(`${server.url}/docs`, {});
+  assert.equal(page.status, 200);
+  assert.equal(page.headers['x-ratelimit-limit'], '3');
+  assert.equal(page.headers['x-ratelimit-remaining'], '2');
+  const src = /<script src="([^"]+)"><\/script>/.exec(page.body)![1]!;
+  assert.equal((await request(`${server.url}${src}`, { headers: { 'accept-encoding': 'br' } })).status, 200);
+  // The same bucket as keyless API requests from this address.
+  assert.equal((await request(`${server.url}/v1/pets`, {})).status, 401);
+  const refused = await request(`${server.url}${src}`, { headers: { 'accept-encoding': 'br' } });
+  assert.equal(refused.status, 429);
+  assert.equal(JSON.parse(refused.body).code, 'rate_limited');
+  assert.ok(Number(refused.headers['retry-after']) >= 1);
+  assert.ok(refused.bytes.length < 4096, 'a refusal is small');
 });

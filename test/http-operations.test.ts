@@ -1,7 +1,7 @@
 /**
  * What the operator relies on: request ids on every answer, in error bodies and in log lines; one
  * JSON log line per request with its fields and nothing secret; Prometheus metrics for requests,
- * refusals, bans, deprecated calls and the limiter; an optional token on /metrics; security headers;
+ * refusals, bans, deprecated calls and the limiter; /metrics off the public listener unless a token is set; security headers;
  * CORS off by default and exact when configured.
  */
 import assert from 'node:assert/strict';
@@ -117,17 +117,19 @@ describe('metrics', () => {
     return undefined;
   };
 
-  test('requests by operation and status, latency, refusals and bans by plan, deprecated calls by key id', async (t) => {
-    const server = await startTestServer({ banThreshold: 2 });
+  const token = 'metrics-token-0123456789';
+  const metricsOf = async (server: TestServer) => (await call(server, 'GET', '/metrics', { key: token })).text;
+
+  test('requests by operation and status, latency, refusals and bans by plan, deprecated calls by plan', async (t) => {
+    const server = await startTestServer({ banThreshold: 2, banGraceMs: 0, metricsToken: token });
     t.after(() => server.close());
     const key = await server.key('free');
     const created = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Counted', categoryId: 1 } });
     await call(server, 'GET', `/v1/pets/${created.json.id}`, { key });
     await call(server, 'GET', '/v1/pets/999', { key });
     for (let i = 0; i < 62; i++) await call(server, 'GET', '/v1/pets', { key }); // 58 admitted, then refusals and a ban
-    const keyId = (await server.store.listKeys())[0]!.id;
 
-    const text = (await call(server, 'GET', '/metrics')).text;
+    const text = await metricsOf(server);
     assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'createPet', status: '201' }), 1);
     assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'getPet', status: '404' }), 1);
     // 57 lists admitted; then 2 refused rate_limited (the second earns the ban) and 3 refused key_banned.
@@ -135,12 +137,21 @@ describe('metrics', () => {
     assert.equal(sample(text, 'petstore_http_request_duration_seconds_count', { operation: 'listPets' }), 62);
     assert.equal(sample(text, 'petstore_ratelimit_refusals_total', { plan: 'free' }), 2);
     assert.equal(sample(text, 'petstore_bans_total', { plan: 'free' }), 1);
-    assert.equal(sample(text, 'petstore_deprecated_calls_total', { operation: 'getPet', key_id: keyId }), 2);
+    assert.equal(sample(text, 'petstore_deprecated_calls_total', { operation: 'getPet', plan: 'free' }), 2);
+    assert.doesNotMatch(text, /key_id|key_[A-Za-z0-9]{6}/, 'no label names a key');
     assert.match(text, /petstore_ratelimit_degraded 0/);
   });
 
+  test('/metrics is not served on the public listener unless METRICS_TOKEN is set', async (t) => {
+    const server = await startTestServer();
+    t.after(() => server.close());
+    const res = await call(server, 'GET', '/metrics');
+    assert.equal(res.status, 404);
+    assert.equal(res.json.code, 'not_found');
+    assert.doesNotMatch(res.text, /petstore_/);
+  });
+
   test('METRICS_TOKEN restricts /metrics to requests bearing it', async (t) => {
-    const token = 'metrics-token-0123456789';
     const server = await startTestServer({ metricsToken: token });
     t.after(() => server.close());
     const refused = await call(server, 'GET', '/metrics');
@@ -155,7 +166,7 @@ describe('metrics', () => {
   });
 
   test('answers written outside the router are counted as operation "unparsed"', async (t) => {
-    const server = await startTestServer();
+    const server = await startTestServer({ metricsToken: token });
     t.after(() => server.close());
     await call(server, 'GET', '/v1/pets/%zz');
     const { port } = new URL(server.url);
@@ -164,7 +175,7 @@ describe('metrics', () => {
       socket.on('data', () => undefined).on('close', () => resolve());
       socket.write('NOT HTTP AT ALL\r\n\r\n');
     });
-    const text = (await call(server, 'GET', '/metrics')).text;
+    const text = await metricsOf(server);
     assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'unparsed', status: '400' }), 2);
   });
 });

@@ -1,6 +1,7 @@
 /** Plans, both windows, headers, 429, bans and the per-address limit, through real HTTP and a fake clock. */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
 import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
 
 const MINUTE = 60_000;
@@ -118,25 +119,50 @@ describe('windows', () => {
 });
 
 describe('bans', () => {
-  test('the 20th refused request in a window bans the key for 15 minutes: key_banned, Retry-After, headers', async () => {
+  test('a burst at the limit bans nothing: refusals within BAN_GRACE_MS of the first were already in flight', async () => {
+    const s = await server();
+    const key = await s.key('free');
+    s.clock.ms = Date.UTC(2026, 10, 22, 12, 0, 10);
+    // 100 concurrent requests on a new Free key: 60 admitted, 40 refused, all in the same instant.
+    const answers = await Promise.all(Array.from({ length: 100 }, () => call(s, 'GET', '/v1/pets', { key })));
+    assert.equal(count(answers.map((a) => a.status), 200), 60);
+    assert.deepEqual([...new Set(answers.filter((a) => a.status === 429).map((a) => a.json.code))], ['rate_limited']);
+    s.clock.advance(999);
+    for (let i = 0; i < 30; i++) errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'rate_limited');
+    const [record] = await s.store.listKeys();
+    assert.equal(await s.store.banEndOf(record!.id, s.clock.now()), undefined);
+    s.clock.advance(50_000); // the next minute: the client that waited is served
+    assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
+  });
+
+  test('a client that keeps sending after its 429 is banned for 15 minutes; every rate-limit header describes the ban', async () => {
     const logs: string[] = [];
     const s = await server({ logLevel: 'info' }, { onLog: (l) => logs.push(l) });
     const key = await s.key('free');
     s.clock.ms = Date.UTC(2026, 10, 22, 12, 0, 10);
-    const statuses = await burst(s, 80, key);
-    assert.equal(count(statuses, 200), 60);
+    assert.equal(count(await burst(s, 70, key), 200), 60);
+    s.clock.advance(1000); // BAN_GRACE_MS after the first refusal: from now on refusals count
+    const codes: string[] = [];
+    for (let i = 0; i < 21; i++) codes.push((await call(s, 'GET', '/v1/pets', { key })).json.code);
+    assert.deepEqual(codes, [...Array(20).fill('rate_limited'), 'key_banned']);
+    const banEnd = s.clock.now() + 900_000;
+    const [record] = await s.store.listKeys();
+    assert.equal(await s.store.banEndOf(record!.id, s.clock.now()), banEnd);
+    assert.ok(logs.some((l) => /"msg":"key banned"/.test(l) && l.includes('"keyId":"key_')), 'the ban is logged');
+
+    s.clock.advance(53_000); // a new minute window: the quota is back, the ban is not
     const banned = await call(s, 'GET', '/v1/pets', { key });
     errorOf(banned, 429, 'key_banned');
-    assert.equal(banned.headers.get('retry-after'), '900');
-    assert.equal(banned.headers.get('x-ratelimit-remaining'), '0');
-    assert.ok(banned.headers.get('ratelimit-policy'));
-    assert.ok(logs.some((l) => /"msg":"key banned"/.test(l) && l.includes('"keyId":"key_')), 'the ban is logged');
-    const [record] = await s.store.listKeys();
-    assert.equal(await s.store.banEndOf(record!.id, s.clock.now()), s.clock.now() + 900_000);
+    const retryAfter = Number(banned.headers.get('retry-after'));
+    assert.equal(retryAfter, 847);
+    assert.equal(banned.headers.get('x-ratelimit-remaining'), '0', 'Remaining says nothing is left');
+    assert.equal(Number(banned.headers.get('x-ratelimit-reset')), Math.ceil(banEnd / 1000), 'Reset is the end of the ban');
+    assert.equal(banned.headers.get('ratelimit'), `"minute";r=0;t=${retryAfter}, "day";r=0;t=${retryAfter}`);
+    assert.equal(banned.headers.get('ratelimit-policy'), '"minute";q=60;w=60, "day";q=1000;w=86400');
   });
 
-  test('exactly 20 refusals are rate_limited; the next request is key_banned', async () => {
-    const s = await server();
+  test('BAN_GRACE_MS=0 counts every refusal: exactly 20 are rate_limited, the next request is key_banned', async () => {
+    const s = await server({ banGraceMs: 0 });
     const key = await s.key('free');
     const codes: string[] = [];
     for (let i = 0; i < 81; i++) {
@@ -147,20 +173,27 @@ describe('bans', () => {
   });
 
   test('a banned key is refused on every operation, even in a new minute, and its quota is untouched', async () => {
-    const s = await server({ banThreshold: 2 });
+    const s = await server({ banThreshold: 2, banGraceMs: 0 });
     const key = await s.key('enterprise', { rpm: 2, rpd: 1000 });
     await burst(s, 4, key); // 2 admitted, 2 refused: banned
     s.clock.advance(MINUTE);
     for (const [method, path, body] of [['GET', '/v1/pets'], ['POST', '/v1/pets', { name: 'a', categoryId: 1 }], ['GET', '/v1/pets/1']] as const) {
       const res = await call(s, method, path, { key, body });
       errorOf(res, 429, 'key_banned');
-      assert.equal(res.headers.get('x-ratelimit-remaining'), '2', 'a banned request consumes nothing');
+      assert.equal(res.headers.get('x-ratelimit-remaining'), '0', 'the headers describe the ban');
     }
     assert.equal((await s.store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 0);
+    // The ban lifted, the quota of this minute is whole: the banned requests consumed nothing.
+    const [record] = await s.store.listKeys();
+    assert.ok(await s.store.liftBan(record!.id, s.clock.now()));
+    s.clock.advance(2001); // past the ban cache
+    const served = await call(s, 'GET', '/v1/pets', { key });
+    assert.equal(served.status, 200);
+    assert.equal(served.headers.get('x-ratelimit-remaining'), '1');
   });
 
   test('a ban ends by itself after BAN_DURATION_SECONDS', async () => {
-    const s = await server({ banThreshold: 1, banDurationSeconds: 120 });
+    const s = await server({ banThreshold: 1, banDurationSeconds: 120, banGraceMs: 0 });
     const key = await s.key('enterprise', { rpm: 1, rpd: 1000 });
     await burst(s, 2, key);
     const banned = await call(s, 'GET', '/v1/pets', { key });
@@ -173,7 +206,7 @@ describe('bans', () => {
   });
 
   test('lifting a ban in the database (petstore keys unban) takes effect within the cache TTL', async () => {
-    const s = await server({ banThreshold: 1 });
+    const s = await server({ banThreshold: 1, banGraceMs: 0 });
     const key = await s.key('enterprise', { rpm: 1, rpd: 1000 });
     await burst(s, 2, key);
     errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'key_banned');
@@ -184,8 +217,8 @@ describe('bans', () => {
   });
 
   test('a ban is seen by another instance on the same database', async () => {
-    const a = await server({ banThreshold: 1 });
-    const b = await server({ banThreshold: 1 }, { databaseOf: a });
+    const a = await server({ banThreshold: 1, banGraceMs: 0 });
+    const b = await server({ banThreshold: 1, banGraceMs: 0 }, { databaseOf: a });
     const key = await a.key('enterprise', { rpm: 1, rpd: 1000 });
     assert.equal((await call(b, 'GET', '/v1/pets', { key })).status, 200);
     await burst(a, 2, key);
@@ -216,10 +249,24 @@ describe('requests without a valid key', () => {
     const spoofed = await Promise.all(['1.1.1.1', '2.2.2.2', '3.3.3.3'].map((ip) => burst(untrusting, 1, undefined, { 'x-forwarded-for': ip })));
     assert.deepEqual(spoofed.flat(), [401, 401, 429]);
 
-    const trusting = await server({ anonymousPerMinute: 2, trustProxy: true });
-    for (const ip of ['1.1.1.1', '2.2.2.2', '3.3.3.3']) {
-      assert.deepEqual(await burst(trusting, 3, undefined, { 'x-forwarded-for': ip }), [401, 401, 429], ip);
+    // Behind one proxy (TRUST_PROXY=1), the entry it appended (the rightmost) is the client; what the
+    // client wrote to its left is not believed.
+    const oneHop = await server({ anonymousPerMinute: 2, trustProxy: loadConfig({ TRUST_PROXY: '1' }).trustProxy });
+    for (const ip of ['1.1.1.1', '2.2.2.2', '::ffff:3.3.3.3']) {
+      assert.deepEqual(await burst(oneHop, 3, undefined, { 'x-forwarded-for': `9.9.9.9, ${ip}` }), [401, 401, 429], ip);
     }
+    // The same client written another way is the same bucket: 3.3.3.3 was spent above as ::ffff:3.3.3.3.
+    assert.deepEqual(await burst(oneHop, 1, undefined, { 'x-forwarded-for': '3.3.3.3' }), [429]);
+    // One IPv6 client is one /64, whichever address of it it uses.
+    assert.deepEqual(
+      await Promise.all(['2001:db8:1:2::1', '2001:db8:1:2::2', '2001:db8:1:2:ffff::3'].map((ip) => burst(oneHop, 1, undefined, { 'x-forwarded-for': ip }))).then((r) => r.flat().sort()),
+      [401, 401, 429],
+    );
+
+    // With the proxies' addresses listed, entries are believed only while they come from one of them.
+    const listed = await server({ anonymousPerMinute: 2, trustProxy: loadConfig({ TRUST_PROXY: '127.0.0.1, 10.0.0.0/8' }).trustProxy });
+    assert.deepEqual(await burst(listed, 3, undefined, { 'x-forwarded-for': '4.4.4.4, 10.1.2.3' }), [401, 401, 429]);
+    assert.deepEqual(await burst(listed, 1, undefined, { 'x-forwarded-for': '5.5.5.5, 4.4.4.4, 10.1.2.3' }), [429], 'what 4.4.4.4 wrote is not believed');
   });
 
   test('ANONYMOUS_RATE_LIMIT_PER_MINUTE sets the figure', async () => {

@@ -7,6 +7,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StorageUnavailableError } from '../storage/errors.ts';
+import { normaliseAddress } from './client-address.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
 import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.ts';
 
@@ -49,10 +50,37 @@ export class ApiError extends Error {
   }
 }
 
+/** At most this many details are listed; the message says how many there were. */
+export const MAX_DETAILS = 10;
+/** An error body never exceeds this many bytes, whatever the request held. */
+export const MAX_ERROR_BODY_BYTES = 4096;
+
+/**
+ * Text taken from the request (a field name, a path), cut to `max` characters with an ellipsis, so an
+ * error never echoes more than a little of what it was sent.
+ */
+export function clip(text: string, max = 64): string {
+  if (text.length <= max) return text;
+  const cut = text.slice(0, max);
+  // Never split a surrogate pair.
+  return (/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut) + '…';
+}
+
+/**
+ * The Error body: code, message, status, at most MAX_DETAILS details and the request id, each part
+ * clipped; if echoed characters that need six-byte JSON escapes still take it past
+ * MAX_ERROR_BODY_BYTES, details are dropped from the end until it fits (the message, clipped to 400
+ * characters, fits on its own).
+ */
 export function errorBody(err: ApiError, requestId?: string): Record<string, unknown> {
-  const body: Record<string, unknown> = { code: err.code, message: err.message, status: err.status };
-  if (err.details?.length) body.details = err.details;
+  const body: Record<string, unknown> = { code: err.code, message: clip(err.message, 400), status: err.status };
+  const details = err.details?.slice(0, MAX_DETAILS).map((d) => ({ field: clip(d.field), problem: clip(d.problem, 120) }));
+  if (details?.length) body.details = details;
   if (requestId) body.requestId = requestId;
+  while (details?.length && Buffer.byteLength(JSON.stringify(body)) > MAX_ERROR_BODY_BYTES) {
+    details.pop();
+    if (details.length === 0) delete body.details;
+  }
   return body;
 }
 
@@ -65,7 +93,7 @@ interface AjvLikeError {
 
 /** Turns schema validation errors into details that name each field and say what is wrong with it. */
 function validationDetails(errors: readonly AjvLikeError[], part: string): ErrorDetail[] {
-  return errors.map((e) => {
+  return errors.slice(0, MAX_DETAILS).map((e) => {
     const path = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
     if (e.keyword === 'required') return { field: joinField(path, String(e.params.missingProperty)), problem: 'is required' };
     if (e.keyword === 'additionalProperties') {
@@ -89,9 +117,11 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   const fe = error as FastifyError & { validationContext?: string };
   if (fe.validation) {
     const part = PART_NAMES[fe.validationContext ?? ''] ?? 'request';
-    const details = validationDetails(fe.validation as AjvLikeError[], part);
-    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
-    return new ApiError('invalid_request', `Invalid ${part}: ${summary}`, details);
+    const found = fe.validation as AjvLikeError[];
+    const details = validationDetails(found, part);
+    const summary = details.slice(0, 3).map((d) => `${clip(d.field)} ${d.problem}`).join('; ');
+    const more = found.length > 3 ? ` (and ${found.length - 3} more${found.length > MAX_DETAILS ? `; the first ${MAX_DETAILS} are in details` : ''})` : '';
+    return new ApiError('invalid_request', `Invalid ${part}: ${summary}${more}`, details);
   }
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -145,10 +175,10 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
     const baseline = Object.entries(BASELINE_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
     socket.end(
       `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${baseline}` +
-        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Cache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `${extraHeaders}Connection: close\r\n\r\n${body}`,
     );
-    record({ requestId, method, status: apiError.status, client: socket.remoteAddress });
+    record({ requestId, method, status: apiError.status, client: socket.remoteAddress && normaliseAddress(socket.remoteAddress) });
   }
 
   return {
@@ -156,8 +186,10 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
      * Errors Node's HTTP parser finds before there is a request (oversized headers, a malformed request
      * line, a timed-out request): answered on the raw socket, still in the Error shape, then closed.
      */
-    clientError(error: Error & { code?: string }, socket: Socket): void {
-      if (!socket.writable) {
+    clientError(error: Error & { code?: string }, socket: Socket & { _httpMessage?: { headersSent: boolean } | null }): void {
+      // A request already being answered (a malformed chunk in the middle of its body) cannot get a
+      // second answer on the same connection: it is cut.
+      if (!socket.writable || socket._httpMessage?.headersSent) {
         socket.destroy();
         return;
       }
@@ -188,11 +220,13 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
     /** Errors Fastify meets before routing, such as a path with invalid percent-encoding. */
     frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
       reply.header(REQUEST_ID_HEADER, request.id);
-      applyBaselineHeaders(request, reply);
+      applyBaselineHeaders(reply);
+      // Not routed, so not known to be outside the API: kept by no cache, like the API's answers.
+      reply.header('Cache-Control', 'no-store');
       const apiError =
         error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
       void sendError(reply, apiError);
-      record({ requestId: request.id, method: request.method, status: apiError.status, client: request.ip });
+      record({ requestId: request.id, method: request.method, status: apiError.status, client: request.client });
     },
   };
 }

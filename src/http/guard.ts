@@ -1,15 +1,17 @@
 /**
  * The gate every /v1 request passes before its body is read: authentication, bans, then rate
- * limiting. Running at onRequest means a refused request costs no body parsing, and every response
- * under /v1, errors included, carries the rate-limit headers of the subject that was charged: the API
- * key when it is valid, otherwise the client address (which also slows down key guessing).
+ * limiting. Running at onRequest means a refused request costs no body parsing (and its connection
+ * is closed rather than drained, see request-bodies.ts), and every response under /v1, errors
+ * included, carries the rate-limit headers of the subject that was charged: the API key when it is
+ * valid, otherwise the client address (which also slows down key guessing).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKey } from '../domain/api-key.ts';
 import type { KeyBans } from '../limits/bans.ts';
 import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { KeyAuthenticator } from './authenticate.ts';
+import { addressBucket } from './client-address.ts';
 import { ApiError } from './errors.ts';
 import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.ts';
 
@@ -62,29 +64,35 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
   );
 }
 
-/** Under /v1 by its path, or by the route the router matched (the two agree; the route is a second guard). */
-const isUnderV1 = (request: FastifyRequest): boolean => {
-  const url = request.url;
-  return url.startsWith('/v1/') || url === '/v1' || url.startsWith('/v1?') || request.routeOptions.url?.startsWith('/v1') === true;
-};
+/** While a key is banned every rate-limit header describes the ban: nothing left until it ends. */
+function banWindows(limits: readonly WindowLimit[], bannedUntilMs: number): LimitDecision {
+  return { allowed: false, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
+}
 
-export function installGuard(app: FastifyInstance, options: GuardOptions): void {
+export interface Guard {
+  /** For every /v1 route: authentication, bans, then the key's or the address's rate limit. */
+  api: onRequestAsyncHookHandler;
+  /** For keyless routes outside /v1 (the documentation): the address's rate limit only. */
+  keyless: onRequestAsyncHookHandler;
+}
+
+type onRequestAsyncHookHandler = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+export function createGuard(options: GuardOptions): Guard {
   const { authenticator, limiter, bans, now, metrics } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
-  app.decorateRequest('apiKey', undefined);
-  app.decorateRequest('refusedKeyId', undefined);
 
-  async function guardKey(request: FastifyRequest, key: ApiKey, setHeaders: (d: LimitDecision) => void): Promise<void> {
+  async function guardKey(request: FastifyRequest, reply: FastifyReply, key: ApiKey): Promise<void> {
     const nowMs = now();
     const limits = keyLimits(key);
     const bannedUntil = await bans.bannedUntil(key.id, nowMs);
     if (bannedUntil !== undefined) {
-      setHeaders(await limiter.peek(`key:${key.id}`, limits, nowMs));
+      applyRateLimitHeaders(reply, banWindows(limits, bannedUntil), nowMs);
       request.refusedKeyId = key.id;
       throw banned(bannedUntil, nowMs);
     }
     const decision = await limiter.consume(`key:${key.id}`, limits, nowMs);
-    setHeaders(decision);
+    applyRateLimitHeaders(reply, decision, nowMs);
     if (!decision.allowed) {
       request.refusedKeyId = key.id;
       metrics.rateLimited.inc({ plan: key.plan });
@@ -98,19 +106,31 @@ export function installGuard(app: FastifyInstance, options: GuardOptions): void 
     request.apiKey = key;
   }
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (!isUnderV1(request)) return;
-    const setHeaders = (decision: LimitDecision) => applyRateLimitHeaders(reply, decision, now());
-    const auth = await authenticator.authenticate(request);
-    if (auth.key) return guardKey(request, auth.key, setHeaders);
-    request.refusedKeyId = auth.keyId;
+  /** Charges the client's address (its /64 for IPv6); throws the 429 when it has no room left. */
+  async function chargeAddress(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const nowMs = now();
-    const decision = await limiter.consume(`addr:${request.ip}`, anonymous, nowMs);
-    setHeaders(decision);
+    const decision = await limiter.consume(`addr:${addressBucket(request.client)}`, anonymous, nowMs);
+    applyRateLimitHeaders(reply, decision, nowMs);
     if (!decision.allowed) {
       metrics.rateLimited.inc({ plan: 'anonymous' });
       throw rateLimited(decision, nowMs);
     }
-    if (!request.routeOptions.config.public) throw auth.failure;
-  });
+  }
+
+  return {
+    async api(request, reply) {
+      const auth = await authenticator.authenticate(request);
+      if (auth.key) return guardKey(request, reply, auth.key);
+      request.refusedKeyId = auth.keyId;
+      await chargeAddress(request, reply);
+      if (!request.routeOptions.config.public) throw auth.failure;
+    },
+    keyless: chargeAddress,
+  };
+}
+
+/** The request fields the guard fills, declared once for the whole app. */
+export function decorateGuardedRequests(app: FastifyInstance): void {
+  app.decorateRequest('apiKey', undefined);
+  app.decorateRequest('refusedKeyId', undefined);
 }

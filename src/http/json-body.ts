@@ -11,7 +11,10 @@
  *   refused by the schema anyway.)
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError } from './errors.ts';
+import { ApiError, clip } from './errors.ts';
+
+/** The largest request body accepted (413 beyond it). */
+export const BODY_LIMIT_BYTES = 64 * 1024;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -128,7 +131,7 @@ export function parseJsonBody(request: FastifyRequest, text: string): unknown {
   if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
     const duplicate = duplicateTopLevelKey(text, parsed);
     if (duplicate !== undefined) {
-      const field = duplicate.length > 64 ? `${duplicate.slice(0, 64)}…` : duplicate;
+      const field = clip(duplicate);
       throw new ApiError('invalid_request', `Request body names the field "${field}" more than once`, [{ field, problem: 'appears more than once' }]);
     }
   }
@@ -142,7 +145,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
-      done(new ApiError('unsupported_media_type', `Content-Encoding ${encoding} is not supported; send the body uncompressed`), undefined);
+      done(new ApiError('unsupported_media_type', `Content-Encoding ${clip(encoding)} is not supported; send the body uncompressed`), undefined);
       return;
     }
     try {

@@ -46,6 +46,8 @@ export function createNodeServer(routeRequest: http.RequestListener, options: No
     keepAliveTimeout: options.keepAliveTimeoutMs,
     // Node checks both timeouts on this period (30 s by default), so a tenth keeps the overshoot small.
     connectionsCheckingInterval: Math.max(50, Math.min(options.headersTimeoutMs, options.requestTimeoutMs) / 10),
+    // Node's own answer to a request without Host is a bare 400 that no hook sees; app.ts answers it.
+    requireHostHeader: false,
   };
   // An HTTPS server has the same request API as an HTTP one; Fastify drives both alike.
   const server = options.tls
@@ -54,6 +56,9 @@ export function createNodeServer(routeRequest: http.RequestListener, options: No
   // An Expect other than 100-continue would get Node's own bare 417; the service ignores the
   // expectation instead (RFC 9110 allows it) and answers as usual, in its own shape, with its limits.
   server.on('checkExpectation', handler);
+  // Node would answer `Expect: 100-continue` with 100 at once; the API sends it only once the request
+  // is admitted (request-bodies.ts), so a refused client is never asked for its body.
+  server.on('checkContinue', handler);
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   server.requestTimeout = options.requestTimeoutMs;
   return server;

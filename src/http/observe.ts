@@ -1,7 +1,7 @@
 /**
  * What the operator sees of each request once it is answered: one JSON log line (method, route,
  * status, latency, key id, client address; the request id comes with the request's logger) and the
- * request metrics, including calls to the deprecated operation by key id.
+ * request metrics, including calls to the deprecated operation by plan.
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Metrics } from '../metrics.ts';
@@ -22,7 +22,7 @@ export function installObservation(app: FastifyInstance, metrics: Metrics): void
     const operation = operationOf(request);
     metrics.requests.inc({ operation, status: reply.statusCode });
     metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
-    if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, key_id: request.apiKey.id });
+    if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
     if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
     done();
   });
@@ -36,7 +36,7 @@ function logAnswer(request: FastifyRequest, status: number, elapsedMs: number): 
       status,
       ms: Math.round(elapsedMs * 10) / 10,
       keyId: request.apiKey?.id ?? request.refusedKeyId ?? null,
-      client: request.ip,
+      client: request.client,
     },
     'request',
   );

@@ -95,7 +95,7 @@ export function renderOpenApi(app: FastifyInstance): string {
 
 export function serveOpenApi(app: FastifyInstance): void {
   let document: string | undefined;
-  app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async (_request, reply) => {
+  app.get('/openapi.json', { schema: { hide: true }, config: { public: true } }, async (_request, reply) => {
     document ??= renderOpenApi(app);
     return reply.type('application/json; charset=utf-8').send(document);
   });

@@ -3,9 +3,8 @@
  *
  * Every answer: `X-Content-Type-Options: nosniff` (a JSON body is never run as script), a
  * Content-Security-Policy that allows nothing (`default-src 'none'; frame-ancestors 'none'`; the
- * documentation page sets its own) and `Referrer-Policy: no-referrer`. Answers under /v1 (all of them
- * depend on the caller's key and quota) and `/metrics` carry `Cache-Control: no-store`, so no shared
- * cache keeps one caller's answer for another.
+ * documentation page sets its own) and `Referrer-Policy: no-referrer`. (`Cache-Control: no-store`, on
+ * every answer that depends on the caller, is set by the API's own scope, api.ts, and by /metrics.)
  *
  * CORS is off unless CORS_ORIGINS names origins (or `*`): browsers then get the usual headers, the
  * headers a client needs exposed, and preflights answered 204. Keys travel in `Authorization`, never
@@ -28,13 +27,9 @@ export const BASELINE_HEADERS = {
 /** How long a browser may reuse a preflight answer, in seconds. */
 const PREFLIGHT_MAX_AGE = '600';
 
-/**
- * The headers every answer carries, and `Cache-Control: no-store` where answers depend on the caller
- * (/v1) or must not be kept (/metrics). Also called for answers written before any hook runs.
- */
-export function applyBaselineHeaders(request: FastifyRequest, reply: FastifyReply): void {
+/** The headers every answer carries; also called for answers written before any hook runs. */
+export function applyBaselineHeaders(reply: FastifyReply): void {
   reply.headers(BASELINE_HEADERS);
-  if (request.url.startsWith('/v1') || request.url.startsWith('/metrics')) reply.header('Cache-Control', 'no-store');
 }
 
 export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*'): void {
@@ -58,7 +53,7 @@ export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readon
   // reply's headers when an error answers it); a route that needs another policy (/docs) sets its own
   // over them. A synchronous hook: an async one here would defer every answer to a later tick.
   app.addHook('onRequest', (request, reply, done) => {
-    applyBaselineHeaders(request, reply);
+    applyBaselineHeaders(reply);
     const allowed = applyCors(request, reply);
     // A CORS preflight is answered before authentication: browsers never send credentials with it.
     // One from an origin that is not allowed gets the ordinary OPTIONS answer.

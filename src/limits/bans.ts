@@ -1,9 +1,15 @@
 /**
- * Temporary bans of keys that keep sending after 429. Each refused request of a key is counted in a
- * fixed one-minute window (by the same limiter as the quotas, so in Redis the count is shared by every
- * instance); when a key has been refused BAN_THRESHOLD times in one window it is banned for
- * BAN_DURATION_SECONDS. The response that reaches the threshold is still `rate_limited`; from the next
- * request on the key gets `key_banned` until the ban ends. A key earns at most one ban per window.
+ * Temporary bans of keys that keep sending after 429: misbehaviour, not concurrency.
+ *
+ * A client with many workers that honour Retry-After still gets a burst of refusals at its limit:
+ * every request already in flight when the first 429 left is refused too, and none of them could have
+ * seen it. So a refusal counts toward a ban only when it arrives at least BAN_GRACE_MS after the key's
+ * first refusal (the first refusal starts a one-minute period; the next refusal after it starts a new
+ * one). Counted refusals go into a fixed one-minute window (by the same limiter as the quotas, so in
+ * Redis the count is shared by every instance); when a key reaches BAN_THRESHOLD counted refusals in
+ * one window it is banned for BAN_DURATION_SECONDS. The response that reaches the threshold is still
+ * `rate_limited`; from the next request on the key gets `key_banned` until the ban ends. A key earns at
+ * most one ban per window.
  *
  * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
  * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
@@ -15,6 +21,8 @@ import { MINUTE_MS, type RateLimiter } from './limiter.ts';
 export interface BanPolicy {
   /** Refused requests in one window that earn a ban. */
   threshold: number;
+  /** Refusals within this long of a key's first refusal are not counted: they were already in flight. */
+  graceMs: number;
   durationMs: number;
   /** How long a ban lookup is reused from memory. */
   cacheTtlMs: number;
@@ -47,6 +55,8 @@ export class KeyBans {
 
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
   async recordRefusal(keyId: string, nowMs: number): Promise<number | undefined> {
+    const firstRefusalMs = await this.#limiter.firstMark(`refusals:${keyId}`, nowMs, MINUTE_MS);
+    if (nowMs - firstRefusalMs < this.#policy.graceMs) return undefined;
     const refusals = await this.#limiter.consume(
       `refused:${keyId}`,
       [{ name: 'refused', limit: this.#policy.threshold, windowMs: MINUTE_MS }],

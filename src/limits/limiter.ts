@@ -36,6 +36,11 @@ export interface RateLimiter {
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
   /** The windows' state without counting anything: for answers that must not use quota (bans). */
   peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  /**
+   * When the subject was first marked within the last `periodMs`: `nowMs` when this is the first mark
+   * (which starts a new period), or the moment of the mark that started the current period.
+   */
+  firstMark(subject: string, nowMs: number, periodMs: number): Promise<number>;
   close(): Promise<void>;
 }
 

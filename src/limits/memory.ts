@@ -13,6 +13,8 @@ interface Counter {
 export class MemoryRateLimiter implements RateLimiter {
   /** Key: subject and window name. Stale counters are swept once a minute of traffic. */
   readonly #counters = new Map<string, Counter>();
+  /** Key: subject. The first mark of each subject's current period (see firstMark). */
+  readonly #marks = new Map<string, { atMs: number; endMs: number }>();
   #nextSweepMs = 0;
 
   async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
@@ -21,6 +23,18 @@ export class MemoryRateLimiter implements RateLimiter {
 
   async peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
     return this.decide(subject, limits, nowMs, false);
+  }
+
+  async firstMark(subject: string, nowMs: number, periodMs: number): Promise<number> {
+    return this.mark(subject, nowMs, periodMs);
+  }
+
+  /** Synchronous like decide; the Redis limiter's fallback too. */
+  mark(subject: string, nowMs: number, periodMs: number): number {
+    const current = this.#marks.get(subject);
+    if (current && current.endMs > nowMs) return current.atMs;
+    this.#marks.set(subject, { atMs: nowMs, endMs: nowMs + periodMs });
+    return nowMs;
   }
 
   /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
@@ -52,11 +66,13 @@ export class MemoryRateLimiter implements RateLimiter {
 
   async close(): Promise<void> {
     this.#counters.clear();
+    this.#marks.clear();
   }
 
   #sweep(nowMs: number): void {
     this.#nextSweepMs = nowMs + 60_000;
     // A counter whose window has ended is worth nothing.
     for (const [id, c] of this.#counters) if (c.end <= nowMs) this.#counters.delete(id);
+    for (const [subject, m] of this.#marks) if (m.endMs <= nowMs) this.#marks.delete(subject);
   }
 }

@@ -34,6 +34,13 @@ end
 table.insert(counts, 1, admitted)
 return counts`;
 
+// KEYS[1]: the mark. ARGV: now, period. The stored first mark, or now when there was none.
+const MARK_SCRIPT = `
+local first = redis.call('GET', KEYS[1])
+if first then return first end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]`;
+
 export interface RedisLimiterOptions {
   url: string;
   /** Namespace of every key, so that several deployments (or test runs) can share one Redis. */
@@ -45,9 +52,10 @@ export interface RedisLimiterOptions {
 }
 
 type LimitCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
+type MarkCommand = (numKeys: number, key: string, nowMs: number, periodMs: number) => Promise<string>;
 
 export class RedisRateLimiter implements RateLimiter {
-  readonly #redis: Redis & { petstoreLimit: LimitCommand };
+  readonly #redis: Redis & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
   readonly #fallback = new MemoryRateLimiter();
   readonly #prefix: string;
   readonly #log: FastifyBaseLogger;
@@ -70,8 +78,9 @@ export class RedisRateLimiter implements RateLimiter {
       retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
       // Concurrent requests' scripts leave in one write: fewer syscalls on both sides under load.
       enableAutoPipelining: true,
-    }) as Redis & { petstoreLimit: LimitCommand };
+    }) as Redis & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
+    this.#redis.defineCommand('petstoreMark', { lua: MARK_SCRIPT });
     this.#redis.on('error', () => undefined); // reported through #degrade on the request path
     this.#redis.on('ready', () => this.#recover());
   }
@@ -91,6 +100,18 @@ export class RedisRateLimiter implements RateLimiter {
 
   peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
     return this.#decide(subject, limits, nowMs, false);
+  }
+
+  async firstMark(subject: string, nowMs: number, periodMs: number): Promise<number> {
+    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) return this.#fallbackMark(subject, nowMs, periodMs, undefined);
+    try {
+      const first = Number(await this.#redis.petstoreMark(1, `${this.#prefix}:{${subject}}:mark`, nowMs, periodMs));
+      this.#recover();
+      return first;
+    } catch (err) {
+      this.#retryAtMs = performance.now() + 1000;
+      return this.#fallbackMark(subject, nowMs, periodMs, err);
+    }
   }
 
   async close(): Promise<void> {
@@ -127,13 +148,22 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   #fallbackDecision(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, err: unknown): LimitDecision {
+    this.#degrade(err);
+    return this.#fallback.decide(subject, limits, nowMs, count);
+  }
+
+  #fallbackMark(subject: string, nowMs: number, periodMs: number, err: unknown): number {
+    this.#degrade(err);
+    return this.#fallback.mark(subject, nowMs, periodMs);
+  }
+
+  #degrade(err: unknown): void {
     if (!this.#degraded) {
       this.#degraded = true;
       this.#metrics.limiterDegraded.set(1);
       this.#log.warn({ err, redisStatus: this.#redis.status }, 'Redis unreachable: rate limiting in memory on this instance');
     }
     this.#metrics.limiterFallbacks.inc();
-    return this.#fallback.decide(subject, limits, nowMs, count);
   }
 
   #recover(): void {

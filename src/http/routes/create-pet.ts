@@ -53,7 +53,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
     pets.purgeIdempotencyKeys(nowMs - IDEMPOTENCY_WINDOW_MS).catch((err: unknown) => app.log.warn({ err }, 'purging expired idempotency keys failed'));
   };
   app.post(
-    '/v1/pets',
+    '/pets',
     {
       schema: {
         operationId: 'createPet',

@@ -2,14 +2,16 @@
  * GET /docs: interactive API documentation rendered in the browser by Redoc from the served OpenAPI
  * document. The renderer is served from this server, never from a CDN, so the page works offline and
  * behind a firewall: the build copies it into assets/ with gzip and brotli copies
- * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is. Its
+ * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is, under a
+ * path that names its version, cached for a year. Every answer here is charged to the client's
+ * address like a keyless API request (ANONYMOUS_RATE_LIMIT_PER_MINUTE). The page's
  * Content-Security-Policy allows only this origin's script and
  * document; Redoc injects its styles and runs its search in a worker made from a blob, which the
  * policy names explicitly.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 /** assets/ at the project root: the same two levels up from src/http/routes and dist/http/routes. */
 const ASSETS = new URL('../../../assets/', import.meta.url);
@@ -27,7 +29,7 @@ const DOCS_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-const PAGE = `<!doctype html>
+const page = (rendererPath: string) => `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
@@ -37,7 +39,7 @@ const PAGE = `<!doctype html>
 </head>
 <body>
   <redoc spec-url="/v1/openapi.json" hide-download-button="false" expand-responses="200,201,429" native-scrollbars></redoc>
-  <script src="/docs/redoc.standalone.js"></script>
+  <script src="${rendererPath}"></script>
 </body>
 </html>
 `;
@@ -50,7 +52,7 @@ interface Representation {
 }
 
 /** The renderer as built, in each content coding, best first; identity last, for any client. */
-function loadRenderer(): Representation[] {
+function loadRenderer(): { version: string; representations: Representation[] } {
   const read = (suffix: string) => {
     try {
       return readFileSync(new URL(`redoc.standalone.js${suffix}`, ASSETS));
@@ -60,11 +62,14 @@ function loadRenderer(): Representation[] {
   };
   const identity = read('');
   const version = createHash('sha256').update(identity).digest('base64url').slice(0, 22);
-  return [
-    { coding: 'br', bytes: read('.br'), etag: `"${version}-br"` },
-    { coding: 'gzip', bytes: read('.gz'), etag: `"${version}-gzip"` },
-    { coding: 'identity', bytes: identity, etag: `"${version}"` },
-  ];
+  return {
+    version,
+    representations: [
+      { coding: 'br', bytes: read('.br'), etag: `"${version}-br"` },
+      { coding: 'gzip', bytes: read('.gz'), etag: `"${version}-gzip"` },
+      { coding: 'identity', bytes: identity, etag: `"${version}"` },
+    ],
+  };
 }
 
 /** Whether an Accept-Encoding value accepts the coding (RFC 9110 §12.5.3): listed, or `*`, with q > 0. */
@@ -81,17 +86,25 @@ export function acceptsCoding(acceptEncoding: string | undefined, coding: string
   return wildcard;
 }
 
-export async function docs(app: FastifyInstance): Promise<void> {
+export interface DocsOptions {
+  /** Charged before each answer: the pages are limited per address like keyless API requests. */
+  limit: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+}
+
+export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promise<void> {
   const renderer = loadRenderer();
-  const probe = { schema: { hide: true } };
-  app.get('/docs', probe, async (_request, reply) =>
-    reply.header('Content-Security-Policy', DOCS_CSP).header('Cache-Control', 'no-cache').type('text/html; charset=utf-8').send(PAGE),
+  // The renderer's path names its version, so it can be cached for a year: a new build is a new path.
+  const rendererPath = `/docs/redoc.standalone.${renderer.version}.js`;
+  const html = page(rendererPath);
+  const route = { schema: { hide: true }, onRequest: limit };
+  app.get('/docs', route, async (_request, reply) =>
+    reply.header('Content-Security-Policy', DOCS_CSP).header('Cache-Control', 'no-cache').type('text/html; charset=utf-8').send(html),
   );
-  app.get('/docs/redoc.standalone.js', probe, async (request, reply) => {
+  app.get(rendererPath, route, async (request, reply) => {
     const accept = request.headers['accept-encoding'];
-    const chosen = renderer.find((r) => r.coding === 'identity' || acceptsCoding(accept, r.coding))!;
+    const chosen = renderer.representations.find((r) => r.coding === 'identity' || acceptsCoding(accept, r.coding))!;
     reply
-      .header('Cache-Control', 'public, max-age=86400')
+      .header('Cache-Control', 'public, max-age=31536000, immutable')
       .header('Vary', 'Accept-Encoding')
       .header('ETag', chosen.etag)
       .type('text/javascript; charset=utf-8');

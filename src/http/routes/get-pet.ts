@@ -14,7 +14,7 @@ export interface GetPetDeps {
 
 export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now }) => {
   app.get(
-    '/v1/pets/:petId',
+    '/pets/:petId',
     {
       schema: {
         operationId: 'getPet',

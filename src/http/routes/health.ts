@@ -1,4 +1,8 @@
-/** Liveness and readiness probes and Prometheus metrics, outside /v1 and without a key. */
+/**
+ * Liveness and readiness probes, outside /v1 and without a key; and Prometheus metrics on this
+ * listener only when METRICS_TOKEN is set (otherwise they are served by the private metrics listener,
+ * metrics-listener.ts, or not at all).
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../../metrics.ts';
@@ -8,7 +12,7 @@ import { ApiError } from '../errors.ts';
 export interface HealthDeps {
   store: Store;
   metrics: Metrics;
-  /** When set, /metrics needs `Authorization: Bearer <token>`. */
+  /** When set, /metrics is served here and needs `Authorization: Bearer <token>`. */
   metricsToken: string | undefined;
 }
 
@@ -33,8 +37,10 @@ export async function health(app: FastifyInstance, { store, metrics, metricsToke
     }
     return { status: 'ready', storage: store.engine };
   });
+  if (metricsToken === undefined) return;
   app.get('/metrics', probe, async (request, reply) => {
-    if (metricsToken !== undefined && !bearsToken(request.headers.authorization, metricsToken)) {
+    reply.header('Cache-Control', 'no-store');
+    if (!bearsToken(request.headers.authorization, metricsToken)) {
       throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>', undefined, {
         'WWW-Authenticate': 'Bearer realm="metrics"',
       });

@@ -30,7 +30,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
   };
   const finished = new PageCache(pageCacheSize, pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now);
   app.get(
-    '/v1/pets',
+    '/pets',
     {
       schema: {
         operationId: 'listPets',

@@ -36,7 +36,8 @@ export async function methodNotAllowed(app: FastifyInstance): Promise<void> {
     const allowed = allow.split(', ');
     app.route({
       method: methods.filter((m) => m === 'OPTIONS' || !allowed.includes(m)),
-      url,
+      // The table names whole paths; routes are registered under the API's prefix.
+      url: url.slice(app.prefix.length),
       schema: { hide: true },
       config: { public: true },
       // Answered before any body is read: a DELETE with a body is a 405, not a 415 or 413.

@@ -1,0 +1,51 @@
+/**
+ * The API: every route under /v1, as one encapsulated plugin registered with that prefix. What makes
+ * a request an API request is the route the router matched inside this scope, never the URL's text:
+ * a percent-encoded `/%76%31/pets` or an absolute-form target reaches these hooks exactly when it
+ * reaches these routes. In order, for every route and for the scope's own not-found answer:
+ *
+ * 1. `Cache-Control: no-store`: every answer depends on the caller's key and quota;
+ * 2. the guard: authentication, bans, rate limits (guard.ts);
+ * 3. `100 Continue` for an admitted request whose body will be read (request-bodies.ts).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { CursorCodec } from '../domain/cursor.ts';
+import type { Store } from '../storage/store.ts';
+import { ApiError, clip, sendError } from './errors.ts';
+import type { Guard } from './guard.ts';
+import { serveOpenApi } from './openapi.ts';
+import { continueAdmitted } from './request-bodies.ts';
+import { createPet } from './routes/create-pet.ts';
+import { getPet } from './routes/get-pet.ts';
+import { listPets } from './routes/list-pets.ts';
+import { methodNotAllowed, notAllowedError } from './routes/method-not-allowed.ts';
+
+export const API_PREFIX = '/v1';
+
+export interface ApiOptions {
+  store: Store;
+  guard: Guard;
+  cursors: CursorCodec;
+  pageCacheSize: number;
+  pageCacheTtlMs: number;
+  now: () => number;
+}
+
+export async function api(app: FastifyInstance, options: ApiOptions): Promise<void> {
+  const { store, guard, cursors, now } = options;
+  app.addHook('onRequest', (_request, reply, done) => {
+    reply.header('Cache-Control', 'no-store');
+    done();
+  });
+  app.addHook('onRequest', guard.api);
+  app.addHook('preParsing', continueAdmitted);
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    return sendError(reply, notAllowedError(request.method, path) ?? new ApiError('not_found', `No resource at ${request.method} ${clip(path)}`));
+  });
+  await app.register(listPets, { pets: store, cursors, pageCacheSize: options.pageCacheSize, pageCacheTtlMs: options.pageCacheTtlMs, now });
+  await app.register(createPet, { pets: store, now });
+  await app.register(getPet, { pets: store, now });
+  await app.register(methodNotAllowed);
+  serveOpenApi(app);
+}

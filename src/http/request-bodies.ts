@@ -1,0 +1,64 @@
+/**
+ * Request bodies the service does not read. Most refusals (401, 404, 405, 413, 415, 429, ...) are
+ * answered before the body is read; Node would then read and discard the rest of it to keep the
+ * connection alive, for as long as the client streams, up to the request timeout. Instead:
+ *
+ * - a body of at most 64 KiB still to come is discarded, so a client sending an ordinary request
+ *   keeps its connection;
+ * - anything larger, or of unknown length (chunked), ends the exchange: the answer carries
+ *   `Connection: close` and the connection closes as soon as it is written. A refused upload costs
+ *   the server at most what was already in its buffers.
+ *
+ * `Expect: 100-continue` is answered with `100 Continue` only once the request has been admitted
+ * (authenticated and within its rate limit) and its body would be read; a refused request gets its
+ * final answer without ever being asked for its body.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
+import { BODY_LIMIT_BYTES } from './json-body.ts';
+
+/** The most of an unread body that is discarded to keep a connection; beyond it, the connection closes. */
+export const DRAIN_LIMIT_BYTES = 64 * 1024;
+
+function declaredLength(request: IncomingMessage): number | undefined {
+  const header = request.headers['content-length'];
+  return header === undefined ? undefined : Number(header);
+}
+
+/** Whether answering now would leave more than DRAIN_LIMIT_BYTES (or an unknown amount) of body unread. */
+function leavesLargeBodyUnread(request: IncomingMessage): boolean {
+  if (request.complete) return false;
+  if (request.headers['transfer-encoding'] !== undefined) return true;
+  const length = declaredLength(request);
+  return length !== undefined && length > DRAIN_LIMIT_BYTES;
+}
+
+export function installUnreadBodyHandling(app: FastifyInstance): void {
+  // Synchronous, like the other per-answer hooks.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (leavesLargeBodyUnread(request.raw)) reply.header('Connection', 'close');
+    done(null, payload);
+  });
+}
+
+/** Whether a request asked to be told to go on before sending its body. */
+function expectsContinue(request: IncomingMessage): boolean {
+  return request.headers.expect?.toLowerCase() === '100-continue';
+}
+
+/**
+ * A preParsing hook for admitted requests: sends `100 Continue` when the client waits for it and the
+ * body will be read (a JSON body within the size limit); otherwise the answer to come is final.
+ */
+export function continueAdmitted(request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
+  const raw = request.raw;
+  if (expectsContinue(raw) && !raw.complete && willReadBody(raw)) (reply.raw as ServerResponse).writeContinue();
+  done(null, payload);
+}
+
+function willReadBody(request: IncomingMessage): boolean {
+  const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') return false;
+  const length = declaredLength(request);
+  return length === undefined ? request.headers['transfer-encoding'] !== undefined : length > 0 && length <= BODY_LIMIT_BYTES;
+}
