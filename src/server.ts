@@ -56,12 +56,12 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
     await limiter.close();
     await store.close();
   });
+  const metricsListener = config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
+  app.addHook('onClose', async () => {
+    metricsListener?.close();
+  });
   await app.listen({ port: config.port, host: config.host });
-  if (config.metricsPort !== undefined) {
-    const listener = await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
-    app.addHook('onClose', async () => void (await new Promise((resolve) => listener.close(resolve))));
-    app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
-  }
+  if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
 
   let closing = false;
   const shutdown = (signal: string) => {

@@ -31,6 +31,11 @@ const CONFIG_VARIABLES = [
   'ANONYMOUS_RATE_LIMIT_PER_MINUTE',
   'BAN_THRESHOLD',
   'BAN_DURATION_SECONDS',
+  'BAN_GRACE_MS',
+  'MAX_CONNECTIONS_PER_ADDRESS',
+  'METRICS_TOKEN',
+  'METRICS_PORT',
+  'METRICS_HOST',
 ];
 
 interface Sandbox {
@@ -418,6 +423,8 @@ const BAD_CONFIGURATIONS: { variable: string; value: string }[] = [
   { variable: 'DATABASE_URL', value: 'mysql://x' },
   { variable: 'SQLITE_SYNCHRONOUS', value: 'maybe' },
   { variable: 'TRUST_PROXY', value: 'yes-please' },
+  { variable: 'TRUST_PROXY', value: 'true' },
+  { variable: 'METRICS_PORT', value: 'abc' },
 ];
 
 function assertOneConfigLine(r: CliResult, variable: string, context: string): string {

@@ -104,6 +104,8 @@ function assertWellFormed(answer: RawAnswer, method: string, target: string, lab
       assert.fail(`error without a JSON body: ${label} -> ${answer.status} ${answer.body.slice(0, 200)}`);
     }
     assert.equal(body.status, answer.status, label);
+    assert.ok(Buffer.byteLength(answer.body, 'latin1') < 4096, `an error body of ${answer.body.length} bytes: ${label}`);
+    assert.ok(!body.details || body.details.length <= 10, `${body.details?.length} details: ${label}`);
     assert.equal(typeof body.code, 'string', label);
     assert.ok(typeof body.message === 'string' && body.message.length > 0, label);
   }

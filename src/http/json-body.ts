@@ -9,12 +9,16 @@
  * - Duplicate keys. JSON.parse keeps the last of two equal keys; the body is refused instead when its
  *   top level names a key twice, whatever the values. (Fields are all top-level: a nested object is
  *   refused by the schema anyway.)
+ * - Many fields. A body with more than 64 top-level fields is refused before schema validation, which
+ *   would otherwise report (and pay for) each unknown one.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError, clip } from './errors.ts';
 
 /** The largest request body accepted (413 beyond it). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
+/** More top-level fields than any resource has, by far; a body with more is refused at once. */
+const MAX_TOP_LEVEL_FIELDS = 64;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -129,6 +133,13 @@ export function parseJsonBody(request: FastifyRequest, text: string): unknown {
     throw new ApiError('invalid_request', `Request body is not valid JSON: ${reason}`);
   }
   if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
+    const fields = Object.keys(parsed).length;
+    if (fields > MAX_TOP_LEVEL_FIELDS) {
+      // Refused before schema validation, which would list every unknown field at some cost.
+      throw new ApiError('invalid_request', `Request body has ${fields} fields; at most ${MAX_TOP_LEVEL_FIELDS} are accepted`, [
+        { field: 'body', problem: `has more than ${MAX_TOP_LEVEL_FIELDS} fields` },
+      ]);
+    }
     const duplicate = duplicateTopLevelKey(text, parsed);
     if (duplicate !== undefined) {
       const field = clip(duplicate);

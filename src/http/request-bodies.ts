@@ -6,14 +6,18 @@
  * - a body of at most 64 KiB still to come is discarded, so a client sending an ordinary request
  *   keeps its connection;
  * - anything larger, or of unknown length (chunked), ends the exchange: the answer carries
- *   `Connection: close` and the connection closes as soon as it is written. A refused upload costs
- *   the server at most what was already in its buffers.
+ *   `Connection: close`, the server stops reading, sends its FIN after the answer and closes the
+ *   connection LINGER_MS later. A refused upload costs the server at most what was already in its
+ *   buffers. The short linger is for the client: closing a connection with unread data in it sends
+ *   a reset, and a reset that arrives with the answer can make the client's system drop the answer
+ *   before the client has read it.
  *
  * `Expect: 100-continue` is answered with `100 Continue` only once the request has been admitted
  * (authenticated and within its rate limit) and its body would be read; a refused request gets its
  * final answer without ever being asked for its body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import { BODY_LIMIT_BYTES } from './json-body.ts';
 
@@ -33,10 +37,31 @@ function leavesLargeBodyUnread(request: IncomingMessage): boolean {
   return length !== undefined && length > DRAIN_LIMIT_BYTES;
 }
 
+/** How long a connection refused with a body still coming stays half-closed before it is closed. */
+export const LINGER_MS = 300;
+
+type ServerSocket = Socket & { _paused?: boolean };
+
+/**
+ * Replaces what Node does once an answer with `Connection: close` is written (end, then destroy as
+ * soon as the FIN is out): reading stops for good, the FIN goes out, and the connection is destroyed
+ * LINGER_MS later. `_paused` is how Node's HTTP server marks a socket it keeps paused; without it
+ * the server's discarding of the unread body would start reading again.
+ */
+function lingeringClose(this: ServerSocket): void {
+  this._paused = true;
+  this.pause();
+  if (this.writable) this.end();
+  setTimeout(() => this.destroy(), LINGER_MS).unref();
+}
+
 export function installUnreadBodyHandling(app: FastifyInstance): void {
   // Synchronous, like the other per-answer hooks.
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (leavesLargeBodyUnread(request.raw)) reply.header('Connection', 'close');
+    if (leavesLargeBodyUnread(request.raw)) {
+      reply.header('Connection', 'close');
+      (request.raw.socket as ServerSocket).destroySoon = lingeringClose;
+    }
     done(null, payload);
   });
 }

@@ -1,0 +1,155 @@
+/**
+ * The documented proxy setup, for real: Debian's nginx with deploy/nginx.conf (only its addresses
+ * changed) in front of a service process started with TRUST_PROXY=1, as compose.yaml and the README
+ * set it. Clients connect to nginx from distinct loopback addresses (127.0.0.2, 127.0.0.3, ...):
+ *  - each gets its own keyless rate-limit bucket;
+ *  - a client cannot choose its bucket (or its logged address) by sending its own X-Forwarded-For;
+ *  - the log line of each request shows the address of the client that sent it.
+ * Skipped, loudly, where nginx is not installed; under CI=true that is a failure.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { tempDir } from './helpers.ts';
+import { freePort, startServerProcess, type ServerProcess } from './process.ts';
+
+const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
+const ANONYMOUS_LIMIT = 5;
+
+/** deploy/nginx.conf with the upstream and listen addresses of this test, and nginx's own files in dir. */
+function nginxConfig(dir: string, listenPort: number, upstreamPort: number): string {
+  const shipped = readFileSync(new URL('../deploy/nginx.conf', import.meta.url), 'utf8');
+  const upstream = /upstream petstore \{[^}]*\}/.exec(shipped)?.[0];
+  assert.ok(upstream, 'deploy/nginx.conf has the petstore upstream');
+  assert.match(shipped, /listen 8080;/);
+  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `  ${name}_temp_path ${join(dir, name)};`).join('\n');
+  return [
+    `daemon off;\npid ${join(dir, 'nginx.pid')};\nerror_log ${join(dir, 'error.log')} warn;`,
+    shipped
+      .replace(upstream, upstream.replace(/(\s*server [^;]+;)+/, `\n    server 127.0.0.1:${upstreamPort};`))
+      .replace('listen 8080;', `listen 127.0.0.1:${listenPort};`)
+      .replace(/http \{/, `http {\n  access_log off;\n${temp}`),
+  ].join('\n');
+}
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request to nginx from the given local address, on its own connection. */
+function from(localAddress: string, port: number, path: string, headers: Record<string, string> = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, localAddress, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Fixed minute windows: a burst that straddles a minute boundary would start a new window midway. */
+async function awayFromMinuteBoundary(): Promise<void> {
+  const second = new Date().getUTCSeconds();
+  if (second >= 50) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
+}
+
+describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX ? false : 'nginx is not installed' }, () => {
+  let dir: string;
+  let service: ServerProcess;
+  let nginx: ChildProcess;
+  let port: number;
+
+  before(async () => {
+    dir = tempDir();
+    for (const name of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, name));
+    service = await startServerProcess({
+      DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`,
+      TRUST_PROXY: '1',
+      LOG_LEVEL: 'info',
+      ANONYMOUS_RATE_LIMIT_PER_MINUTE: String(ANONYMOUS_LIMIT),
+    });
+    port = await freePort();
+    writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, Number(new URL(service.url).port)));
+    nginx = spawn(NGINX!, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let errors = '';
+    nginx.stderr!.on('data', (c) => (errors += c));
+    for (let i = 0; ; i++) {
+      try {
+        if ((await from('127.0.0.1', port, '/healthz')).status === 200) break;
+      } catch {
+        // nginx not listening yet
+      }
+      if (i > 100 || nginx.exitCode !== null) throw new Error(`nginx did not start: ${errors}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await awayFromMinuteBoundary();
+  });
+
+  after(async () => {
+    nginx?.kill('SIGTERM');
+    service?.child.kill('SIGTERM');
+    await service?.exited;
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('each client address gets its own keyless bucket', async () => {
+    const first: number[] = [];
+    for (let i = 0; i <= ANONYMOUS_LIMIT; i++) first.push((await from('127.0.0.2', port, '/v1/pets')).status);
+    assert.deepEqual(first, [...Array(ANONYMOUS_LIMIT).fill(401), 429], '127.0.0.2 spends its own bucket');
+    const other = await from('127.0.0.3', port, '/v1/pets');
+    assert.equal(other.status, 401, '127.0.0.3 is not refused for what 127.0.0.2 did');
+    assert.equal(other.headers['x-ratelimit-remaining'], String(ANONYMOUS_LIMIT - 1));
+  });
+
+  test("a client's own X-Forwarded-For chooses neither its bucket nor its address", async () => {
+    // 127.0.0.2's bucket is spent (above); naming it does not put 127.0.0.4 in it.
+    const borrowed = await from('127.0.0.4', port, '/v1/pets', { 'x-forwarded-for': '127.0.0.2' });
+    assert.equal(borrowed.status, 401);
+    assert.equal(borrowed.headers['x-ratelimit-remaining'], String(ANONYMOUS_LIMIT - 1));
+    // A new address in every request does not give 127.0.0.4 a new bucket each time.
+    const statuses: number[] = [];
+    for (let i = 0; i < ANONYMOUS_LIMIT; i++) {
+      statuses.push((await from('127.0.0.4', port, '/v1/pets', { 'x-forwarded-for': `10.0.0.${i}, not-an-address, ::ffff:8.8.8.${i}` })).status);
+    }
+    assert.deepEqual(statuses, [...Array(ANONYMOUS_LIMIT - 1).fill(401), 429]);
+  });
+
+  test('the log shows each client its own address', async () => {
+    const sent: [requestId: string, address: string][] = [];
+    for (const address of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) {
+      const requestId = `nginx-test-${address}`;
+      await from(address, port, '/v1/pets', { 'x-request-id': requestId, 'x-forwarded-for': '203.0.113.9' });
+      sent.push([requestId, address]);
+    }
+    await new Promise((r) => setTimeout(r, 100)); // the log line is written as the answer finishes
+    const lines = service
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'))
+      .map((l) => JSON.parse(l) as { requestId: string; client: string });
+    for (const [requestId, address] of sent) {
+      assert.equal(lines.find((l) => l.requestId === requestId)?.client, address, requestId);
+    }
+    assert.ok(!lines.some((l) => l.client === '203.0.113.9'), 'no client-written address reaches the log');
+    assert.ok(!lines.some((l) => l.requestId?.startsWith('nginx-test-') && l.client === '127.0.0.1'), "no request is logged with the proxy's address");
+  });
+
+  test('/metrics is not reachable through the proxy', async () => {
+    assert.equal((await from('127.0.0.2', port, '/metrics')).status, 403);
+  });
+});
+
+if (!NGINX) {
+  console.log(['', '#'.repeat(78), '#  SKIPPED: the proxy test (nginx is not installed: apt-get install nginx-light).', '#'.repeat(78), ''].join('\n'));
+  if (process.env.CI === 'true') {
+    test('nginx is installed (CI runs the proxy test)', () => assert.fail('nginx is not installed; .ci/run installs nginx-light'));
+  }
+}
