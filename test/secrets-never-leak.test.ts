@@ -5,7 +5,7 @@
  * SQLite, and on PostgreSQL with a password in DATABASE_URL.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -22,7 +22,8 @@ async function keyOf(env: Record<string, string>, ...args: string[]): Promise<{ 
 }
 
 async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promise<void> {
-  const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'debug' };
+  const metricsToken = `metrics-${randomBytes(12).toString('hex')}`;
+  const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'debug', METRICS_TOKEN: metricsToken };
   const good = await keyOf(env, '--plan', 'free');
   const revoked = await keyOf(env, '--plan', 'pro');
   const expired = await keyOf(env, '--plan', 'pro');
@@ -33,7 +34,7 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
   const replacement = JSON.parse(rotation.stdout.trim().split('\n').at(-1)!).key as string;
   const keys = [good.key, revoked.key, expired.key, rotated.key, replacement];
   const wrong = good.key.slice(0, -2) + 'zz';
-  const forbidden = [...secrets, ...keys, wrong, ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex'))];
+  const forbidden = [...secrets, metricsToken, ...keys, wrong, ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex'))];
 
   const server = await startServerProcess(env);
   const seen: string[] = [];
@@ -54,7 +55,7 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
       await send('GET', '/v1/pets?cursor=forged', key);
       await send('DELETE', '/v1/pets/1', key);
     }
-    await send('GET', '/metrics');
+    await send('GET', '/metrics', metricsToken);
     await send('GET', '/readyz');
     await send('GET', '/v1/openapi.json');
   } finally {
