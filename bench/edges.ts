@@ -4,6 +4,9 @@
  * 1. Refused uploads: a keyless POST declaring 100 GB that streams as fast as loopback allows. How
  *    long after its 401 the connection closes, and how many bytes the server read (rchar of
  *    /proc/PID/io over the exchange, so everything the process read, from any file descriptor).
+ *    Then the harm to others: a keyed client's median latency for GET /v1/pets alone, and while four
+ *    connections keep sending such uploads (a new one as soon as one is closed), with the server's
+ *    CPU time over each period.
  * 2. One address holding connections: it opens 3,000 connections, each sending one cheap request and
  *    then idling (keep-alive). With the per-address cap (the default, 256) and without it
  *    (MAX_CONNECTIONS_PER_ADDRESS=0, MAX_CONNECTIONS=2000): how many stay open, how fast they were
@@ -30,9 +33,19 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function serve(env: Record<string, string>): Promise<{ port: number; child: ChildProcess; stop(): Promise<void> }> {
+function run(args: string[], env: Record<string, string>, cwd: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd, env: { ...process.env, ...env } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.on('exit', (code) => (code === 0 ? resolve(out.trim().split('\n').at(-1)!) : reject(new Error(`${args.join(' ')} exited ${code}`))));
+  });
+}
+
+async function serve(env: Record<string, string>): Promise<{ port: number; child: ChildProcess; key: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-edges-'));
   const port = await freePort();
+  const key = await run(['keys', 'create', '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '100000000'], { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, dir);
   const child = spawn(process.execPath, [CLI, 'serve'], {
     cwd: dir,
     env: { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', ...env },
@@ -49,6 +62,7 @@ async function serve(env: Record<string, string>): Promise<{ port: number; child
   return {
     port,
     child,
+    key,
     async stop() {
       child.kill('SIGKILL');
       await new Promise((r) => child.once('exit', r));
@@ -145,6 +159,48 @@ async function holdConnections(env: Record<string, string>): Promise<{ held: num
   }
 }
 
+/** One refused upload on a new connection, streamed until the server closes it. */
+async function uploadOnce(port: number, stop: () => boolean): Promise<void> {
+  const socket = await open(port, '127.0.0.4');
+  if (!socket) return;
+  socket.on('error', () => undefined);
+  socket.resume();
+  let closed = false;
+  socket.once('close', () => (closed = true));
+  socket.write('POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n');
+  const chunk = Buffer.alloc(64 * 1024);
+  while (!closed && !stop()) {
+    if (!socket.write(chunk)) await new Promise((r) => setTimeout(r, 1));
+  }
+  socket.destroy();
+}
+
+/** A keyed client's median latency for GET /v1/pets over 3 s, and the server's CPU ms per second meanwhile. */
+async function keyedLatency(server: { port: number; child: ChildProcess; key: string }, uploaders: number) {
+  let stopping = false;
+  const loops = Array.from({ length: uploaders }, async () => {
+    while (!stopping) await uploadOnce(server.port, () => stopping);
+  });
+  const cpu = () => {
+    const fields = readFileSync(`/proc/${server.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10; // utime + stime, in ms (100 ticks a second)
+  };
+  await new Promise((r) => setTimeout(r, 200));
+  const cpuBefore = cpu();
+  const latencies: number[] = [];
+  const started = performance.now();
+  while (performance.now() - started < 3000) {
+    const t = performance.now();
+    await fetch(`http://127.0.0.1:${server.port}/v1/pets?limit=5`, { headers: { authorization: `Bearer ${server.key}` } }).then((r) => r.arrayBuffer());
+    latencies.push(performance.now() - t);
+  }
+  const cpuMsPerSecond = (cpu() - cpuBefore) / ((performance.now() - started) / 1000);
+  stopping = true;
+  await Promise.all(loops);
+  latencies.sort((a, b) => a - b);
+  return { medianMs: latencies[Math.floor(latencies.length / 2)]!, cpuMsPerSecond };
+}
+
 const spread = (values: number[], digits = 0) => {
   const sorted = [...values].sort((a, b) => a - b);
   const f = (v: number) => v.toFixed(digits);
@@ -158,6 +214,21 @@ console.log(`  closed after the 401:   ${spread(uploads.map((u) => u.closeAfterA
 console.log(`  bytes the server read:  ${spread(uploads.map((u) => u.serverReadBytes))}`);
 console.log(`  bytes the client wrote: ${spread(uploads.map((u) => u.clientWroteBytes))} (into socket buffers, mostly never read)`);
 
+const alone = [];
+const besieged = [];
+for (let i = 0; i < rounds; i++) {
+  const server = await serve({});
+  try {
+    alone.push(await keyedLatency(server, 0));
+    besieged.push(await keyedLatency(server, 4));
+  } finally {
+    await server.stop();
+  }
+}
+console.log('A keyed client, GET /v1/pets?limit=5 one after another for 3 s:');
+console.log(`  alone:                  median ${spread(alone.map((r) => r.medianMs), 2)} ms, server CPU ${spread(alone.map((r) => r.cpuMsPerSecond))} ms/s`);
+console.log(`  beside 4 refused uploads: median ${spread(besieged.map((r) => r.medianMs), 2)} ms, server CPU ${spread(besieged.map((r) => r.cpuMsPerSecond))} ms/s`);
+
 for (const [label, env] of [
   ['per-address cap 256 (default)', {}],
   ['no per-address cap, MAX_CONNECTIONS=2000', { MAX_CONNECTIONS: '2000', MAX_CONNECTIONS_PER_ADDRESS: '0' }],
@@ -166,7 +237,7 @@ for (const [label, env] of [
   for (let i = 0; i < rounds; i++) runs.push(await holdConnections(env));
   console.log(`One address opening 3,000 kept-alive connections, ${label}:`);
   console.log(`  held open:              ${spread(runs.map((r) => r.held))}`);
-  console.log(`  taken at:               ${spread(runs.map((r) => r.perSecond))} connections/s`);
+  console.log(`  held per second spent:  ${spread(runs.map((r) => r.perSecond))} connections/s`);
   console.log(`  server RSS per held:    ${spread(runs.map((r) => r.kbPerConnection), 1)} KiB`);
   console.log(`  another address served: ${runs.map((r) => (r.otherServed ? 'yes' : 'no')).join(', ')}`);
 }

@@ -71,9 +71,9 @@ export type AppConfig = Pick<
 >;
 
 /**
- * An HTTP/1.1 request must name its host (RFC 9112 §3.2). Node would answer one without it with a
- * bare 400 of its own, before any hook runs; the check is made here instead, so the answer is in the
- * Error shape, with a request id, logged and counted like every other.
+ * An HTTP/1.1 request must name its host exactly once (RFC 9112 §3.2). Node would answer one without
+ * it with a bare 400 of its own, before any hook runs, and keeps the first of two; the check is made
+ * here instead, so the answer is in the Error shape, with a request id, logged and counted.
  */
 function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
   const raw = request.raw;
@@ -81,7 +81,20 @@ function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?:
     done(new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header'));
     return;
   }
+  if (hostLines(raw.rawHeaders) > 1) {
+    done(new ApiError('invalid_request', 'A request must carry one Host header, not several'));
+    return;
+  }
   done();
+}
+
+function hostLines(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
 }
 
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {

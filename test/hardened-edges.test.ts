@@ -113,6 +113,24 @@ describe('refused requests cost nothing', () => {
     t.diagnostic(`429: server read ${seen.bytesRead.join(', ')} bytes`);
   });
 
+  test('a body declared beyond 64 KiB is a 413 without being read, for a valid key too', async (t) => {
+    const server = await startTestServer();
+    t.after(() => server.close());
+    const key = await server.key('free');
+    const seen = countBytesRead(server);
+    const socket = await openSocket(server.url);
+    const result = await streamUntilClosed(
+      socket,
+      `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${HUNDRED_GB}\r\n\r\n`,
+    );
+    const answer = parseAnswer(result.answer);
+    assert.equal(answer.status, 413);
+    assert.equal(answer.headers.connection, 'close');
+    assert.ok(result.closedAt - result.answeredAt < 1000);
+    await seen.closed(1);
+    assert.ok(seen.bytesRead[0]! < 4 * 1024 * 1024, `the server read ${seen.bytesRead[0]} bytes`);
+  });
+
   test('a small refused body is discarded and the connection kept', async (t) => {
     const server = await startTestServer();
     t.after(() => server.close());
@@ -239,7 +257,7 @@ describe('error bodies stay small', () => {
 });
 
 describe('answers Node would write itself', () => {
-  test('an HTTP/1.1 request without Host: 400 in the Error shape with a request id, logged and counted', async (t) => {
+  test('an HTTP/1.1 request without Host, or with two: 400 in the Error shape with a request id, logged and counted', async (t) => {
     const lines: string[] = [];
     const token = 'metrics-token-0123456789';
     const server = await startTestServer({ logLevel: 'info', metricsToken: token }, { onLog: (l) => lines.push(l) });
@@ -256,6 +274,13 @@ describe('answers Node would write itself', () => {
     assert.ok(lines.some((l) => l.includes(`"requestId":"${body.requestId}"`) && l.includes('"status":400')), 'logged');
     const metrics = (await call(server, 'GET', '/metrics', { key: token })).text;
     assert.match(metrics, /petstore_http_requests_total\{operation="listPets",status="400"\} 1/);
+    // Two Host lines are as bad as none (RFC 9112 §3.2); Node alone would keep the first.
+    const twice = await openSocket(server.url);
+    t.after(() => twice.destroy());
+    twice.write('GET /v1/pets HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n');
+    const doubled = await nextAnswer(twice);
+    assert.equal(doubled.status, 400);
+    assert.match(JSON.parse(doubled.body).message, /one Host header/);
     // HTTP/1.0 needs no Host.
     const old = await openSocket(server.url);
     t.after(() => old.destroy());
