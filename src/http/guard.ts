@@ -69,14 +69,15 @@ function banWindows(limits: readonly WindowLimit[], bannedUntilMs: number): Limi
   return { allowed: false, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
 }
 
+/** An onRequest hook that refuses by throwing an ApiError, having set the rate-limit headers. */
+export type GuardHook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
 export interface Guard {
   /** For every /v1 route: authentication, bans, then the key's or the address's rate limit. */
-  api: onRequestAsyncHookHandler;
+  api: GuardHook;
   /** For keyless routes outside /v1 (the documentation): the address's rate limit only. */
-  keyless: onRequestAsyncHookHandler;
+  keyless: GuardHook;
 }
-
-type onRequestAsyncHookHandler = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
 export function createGuard(options: GuardOptions): Guard {
   const { authenticator, limiter, bans, now, metrics } = options;

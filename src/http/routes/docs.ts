@@ -5,13 +5,13 @@
  * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is, under a
  * path that names its version, cached for a year. Every answer here is charged to the client's
  * address like a keyless API request (ANONYMOUS_RATE_LIMIT_PER_MINUTE). The page's
- * Content-Security-Policy allows only this origin's script and
- * document; Redoc injects its styles and runs its search in a worker made from a blob, which the
- * policy names explicitly.
+ * Content-Security-Policy allows only this origin's script and document; Redoc injects its styles
+ * and runs its search in a worker made from a blob, which the policy names explicitly.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import type { GuardHook } from '../guard.ts';
 
 /** assets/ at the project root: the same two levels up from src/http/routes and dist/http/routes. */
 const ASSETS = new URL('../../../assets/', import.meta.url);
@@ -88,7 +88,7 @@ export function acceptsCoding(acceptEncoding: string | undefined, coding: string
 
 export interface DocsOptions {
   /** Charged before each answer: the pages are limited per address like keyless API requests. */
-  limit: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  limit: GuardHook;
 }
 
 export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promise<void> {
