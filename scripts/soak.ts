@@ -26,7 +26,15 @@ const PORT = 19_700 + (process.pid % 200);
 const CLI = 'dist/cli/main.js';
 
 const work = mkdtempSync(join(tmpdir(), 'petstore-soak-'));
-const env = { ...process.env, DATABASE_URL: `sqlite:${join(work, 'soak.db')}`, PORT: String(PORT), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+// Every simulated client connects from 127.0.0.1: the per-address connection cap is lifted above them.
+const env = {
+  ...process.env,
+  DATABASE_URL: `sqlite:${join(work, 'soak.db')}`,
+  PORT: String(PORT),
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'warn',
+  MAX_CONNECTIONS_PER_ADDRESS: String(CONNECTIONS + 16),
+};
 const makeKey = (...args: string[]) => execFileSync(process.execPath, [CLI, 'keys', 'create', ...args], { env }).toString().trim().split('\n').at(-1)!;
 const enterprise = makeKey('--plan', 'enterprise', '--rpm', '1000000000', '--rpd', '1000000000');
 const free = makeKey('--plan', 'free');
