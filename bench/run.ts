@@ -142,7 +142,8 @@ const SERVICE_NODE_FLAGS = ['--max-semi-space-size=4'];
 
 async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
   const port = nextPort++;
-  const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', ...extra };
+  // wrk's connections all come from 127.0.0.1: no per-address connection cap, whatever BENCH_CONNECTIONS says.
+  const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', MAX_CONNECTIONS_PER_ADDRESS: '0', ...extra };
   if (redis) Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `petstore-bench-${process.pid}-${port}` });
   return startPinned(name, process.execPath, [...SERVICE_NODE_FLAGS, 'dist/cli/main.js', 'serve'], env, `http://127.0.0.1:${port}/healthz`);
 }

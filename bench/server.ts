@@ -28,7 +28,7 @@ const [port, path, limiterName] = process.argv.slice(2);
 const store = openSqliteStore({ path: path!, synchronous: 'normal' });
 const limiter = limiterName === 'unlimited' ? new UnlimitedRateLimiter() : new MemoryRateLimiter();
 const app = await buildApp(
-  { ...loadConfig({}), logLevel: 'warn' },
+  { ...loadConfig({}), logLevel: 'warn', maxConnectionsPerAddress: 0 }, // the load generator is one address
   { store, limiter },
 );
 await app.listen({ port: Number(port), host: '127.0.0.1' });
