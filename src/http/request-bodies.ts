@@ -52,7 +52,9 @@ function lingeringClose(this: ServerSocket): void {
   this._paused = true;
   this.pause();
   if (this.writable) this.end();
-  setTimeout(() => this.destroy(), LINGER_MS).unref();
+  // Not unref'd: while paused the socket sees no close from the client, and a server closing
+  // meanwhile must wait for this timer rather than find nothing left to wait for.
+  setTimeout(() => this.destroy(), LINGER_MS);
 }
 
 export function installUnreadBodyHandling(app: FastifyInstance): void {
