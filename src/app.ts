@@ -103,7 +103,9 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   if (deps.store.poolStats) metrics.watchPool(() => deps.store.poolStats!());
   const now = () => clock.now();
   const logger = deps.logger ?? createLogger(config.logLevel);
-  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics));
+  // Every method the API allows somewhere, known once its routes are registered (api.ts).
+  let apiMethods = '';
+  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), () => apiMethods);
   const app = Fastify({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
@@ -153,7 +155,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     done();
   });
   installDraining(app);
-  installSecurityHeaders(app, config.corsOrigins);
+  installSecurityHeaders(app, config.corsOrigins, () => apiMethods);
   app.addHook('onRequest', requireHost);
   installUnreadBodyHandling(app);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
@@ -189,6 +191,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     pageCacheSize: config.pageCacheSize,
     pageCacheTtlMs: config.pageCacheTtlMs,
     now,
+    onRoutes: (allow) => (apiMethods = allow),
   });
   await app.register(docs, { limit: guard.keyless });
   await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });

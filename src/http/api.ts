@@ -11,14 +11,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { CursorCodec } from '../domain/cursor.ts';
 import type { Store } from '../storage/store.ts';
-import { ApiError, clip, sendError } from './errors.ts';
 import type { Guard } from './guard.ts';
 import { serveOpenApi } from './openapi.ts';
 import { continueAdmitted } from './request-bodies.ts';
 import { createPet } from './routes/create-pet.ts';
 import { getPet } from './routes/get-pet.ts';
 import { listPets } from './routes/list-pets.ts';
-import { methodNotAllowed, notAllowedError } from './routes/method-not-allowed.ts';
+import { methodNotAllowed, RouteTable } from './routes/method-not-allowed.ts';
 
 export const API_PREFIX = '/v1';
 
@@ -29,6 +28,8 @@ export interface ApiOptions {
   pageCacheSize: number;
   pageCacheTtlMs: number;
   now: () => number;
+  /** Told every method the API allows somewhere, once its routes are registered. */
+  onRoutes?: (allow: string) => void;
 }
 
 export async function api(app: FastifyInstance, options: ApiOptions): Promise<void> {
@@ -39,13 +40,11 @@ export async function api(app: FastifyInstance, options: ApiOptions): Promise<vo
   });
   app.addHook('onRequest', guard.api);
   app.addHook('preParsing', continueAdmitted);
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0]!;
-    return sendError(reply, notAllowedError(request.method, path) ?? new ApiError('not_found', `No resource at ${request.method} ${clip(path)}`));
-  });
+  const routes = new RouteTable(app);
   await app.register(listPets, { pets: store, cursors, pageCacheSize: options.pageCacheSize, pageCacheTtlMs: options.pageCacheTtlMs, now });
   await app.register(createPet, { pets: store, now });
   await app.register(getPet, { pets: store, now });
-  await app.register(methodNotAllowed);
   serveOpenApi(app);
+  // Last: it reads the routes above to answer every other method (405) and every other path (404).
+  await app.register(methodNotAllowed, { routes, onRoutes: options.onRoutes });
 }

@@ -165,7 +165,7 @@ export type UnroutedAnswerRecorder = (answer: { requestId: string; method: strin
  * The answers written before or outside the router: no route hook runs for them, so each sets the
  * headers every answer carries (request id, BASELINE_HEADERS) and reports itself to `record`.
  */
-export function unroutedAnswers(record: UnroutedAnswerRecorder) {
+export function unroutedAnswers(record: UnroutedAnswerRecorder, apiMethods: () => string) {
   /** Writes an Error answer directly on a socket that never reached the router, then closes it. */
   function writeErrorAndClose(socket: Socket, apiError: ApiError, method: string | null, extraHeaders = ''): void {
     // No request was parsed, so there is no caller's id to keep: a new one still lets the answer be
@@ -208,7 +208,7 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder) {
      */
     connect(socket: Socket): void {
       if (!socket.writable) return void socket.destroy();
-      writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'CONNECT', 'Allow: GET, HEAD, POST, OPTIONS\r\n');
+      writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'CONNECT', `Allow: ${apiMethods()}\r\n`);
       // The socket has left the HTTP server: nothing reads it any more, so bytes the client sent after
       // its request (a body, a tunnel's first packets) would keep it from ever seeing the client's FIN
       // and closing, and the server from ever finishing a close. They are discarded, and since the

@@ -12,7 +12,6 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
-const ALLOWED_METHODS = 'GET, HEAD, POST, OPTIONS';
 const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
 const EXPOSED_HEADERS = [
   'Link', 'Location', 'Retry-After', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',
@@ -32,7 +31,8 @@ export function applyBaselineHeaders(reply: FastifyReply): void {
   reply.headers(BASELINE_HEADERS);
 }
 
-export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*'): void {
+/** `apiMethods`: every method the API allows on some path (from its routes), for preflight answers. */
+export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*', apiMethods: () => string): void {
   const allowOrigin = (origin: string | undefined): string | undefined => {
     if (!origin) return undefined;
     if (corsOrigins === '*') return '*';
@@ -59,7 +59,7 @@ export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readon
     // One from an origin that is not allowed gets the ordinary OPTIONS answer.
     if (allowed && request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
       reply
-        .header('Access-Control-Allow-Methods', ALLOWED_METHODS)
+        .header('Access-Control-Allow-Methods', apiMethods())
         .header('Access-Control-Allow-Headers', ALLOWED_HEADERS)
         .header('Access-Control-Max-Age', PREFLIGHT_MAX_AGE)
         .code(204)
