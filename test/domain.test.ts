@@ -4,7 +4,8 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.ts';
 import { CursorCodec, type CursorPosition } from '../src/domain/cursor.ts';
-import { INT64_MAX, isPositiveInt64, nameProblem, PET_STATUSES } from '../src/domain/pet.ts';
+import { INT64_MAX, isPositiveInt64 } from '../src/domain/int64.ts';
+import { nameProblem, PET_STATUSES } from '../src/domain/pet.ts';
 import { exactInteger } from '../src/http/json-body.ts';
 
 const SECRET = 'a'.repeat(64);

@@ -1,5 +1,6 @@
 /** `petstore keys ...`: the operator's API key management. */
 import { issueKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
 import type { Store } from '../storage/store.ts';
 
@@ -57,13 +58,13 @@ export async function createKey(
   return { key: issued.key, record };
 }
 
-const DURATION_UNITS_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_UNITS_MS: Record<string, number> = { s: SECOND_MS, m: MINUTE_MS, h: HOUR_MS, d: DAY_MS };
 
 /** `90s`, `30m`, `24h`, `7d`: a grace period, from 1 second to 365 days. */
 export function parseDuration(name: string, raw: string): number {
   const match = /^([1-9][0-9]{0,5})([smhd])$/.exec(raw);
   const ms = match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : NaN;
-  if (!(ms >= 1000 && ms <= 365 * 86_400_000)) throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
+  if (!(ms >= SECOND_MS && ms <= 365 * DAY_MS)) throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
   return ms;
 }
 

@@ -7,6 +7,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { TtlCache } from '../domain/ttl-cache.ts';
 import type { KeyStore } from '../storage/store.ts';
 import { ApiError } from './errors.ts';
 
@@ -21,17 +22,16 @@ function unauthorized(message: string, keyId?: string): AuthResult {
 }
 
 export class KeyAuthenticator {
-  readonly #cache = new Map<string, { key: ApiKey; expiresAtMs: number }>();
 
   readonly #keys: KeyStore;
   readonly #environment: Environment;
-  readonly #cacheTtlMs: number;
+  readonly #cache: TtlCache<string, ApiKey>;
   readonly #now: () => number;
 
   constructor(keys: KeyStore, environment: Environment, cacheTtlMs: number, now: () => number) {
     this.#keys = keys;
     this.#environment = environment;
-    this.#cacheTtlMs = cacheTtlMs;
+    this.#cache = new TtlCache({ ttlMs: cacheTtlMs });
     this.#now = now;
   }
 
@@ -61,16 +61,14 @@ export class KeyAuthenticator {
    */
   async #lookup(token: string): Promise<ApiKey | undefined> {
     const now = this.#now();
-    const cached = this.#cache.get(token);
-    if (cached && cached.expiresAtMs > now) return cached.key;
+    const cached = this.#cache.get(token, now);
+    if (cached) return cached;
     const key = await this.#keys.findKeyByHash(hashKey(token));
     if (key === undefined) {
       this.#cache.delete(token);
       return undefined;
     }
-    // Bounded: drop everything if an unusual number of distinct keys is in use.
-    if (this.#cache.size >= 10_000) this.#cache.clear();
-    this.#cache.set(token, { key, expiresAtMs: now + this.#cacheTtlMs });
+    this.#cache.set(token, key, now);
     return key;
   }
 }

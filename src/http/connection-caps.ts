@@ -18,6 +18,7 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
+import { MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import type { Metrics } from '../metrics.ts';
 import { addressBucket, normaliseAddress, type ProxyTrust } from './client-address.ts';
 
@@ -36,8 +37,8 @@ const CROWDED = 0.8;
 /** Below this share, connections are kept alive for the configured time again. */
 const RELIEVED = 0.5;
 /** The keep-alive timeout while crowded. */
-const CROWDED_KEEP_ALIVE_MS = 2000;
-const WARN_EVERY_MS = 60_000;
+const CROWDED_KEEP_ALIVE_MS = 2 * SECOND_MS;
+const WARN_EVERY_MS = MINUTE_MS;
 
 export function capConnections(server: Server, caps: ConnectionCaps, log: FastifyBaseLogger, metrics: Metrics): void {
   const lastWarnedAt = { address: 0, total: 0 };

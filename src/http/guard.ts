@@ -8,7 +8,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKey } from '../domain/api-key.ts';
 import type { KeyBans } from '../limits/bans.ts';
-import { DAY_MS, MINUTE_MS, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
+import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
+import type { LimitDecision, RateLimiter, WindowLimit } from '../limits/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { KeyAuthenticator } from './authenticate.ts';
 import { addressBucket } from './client-address.ts';

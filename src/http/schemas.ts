@@ -3,6 +3,8 @@
  * generated from them, so they are the one source of truth for what a client sees.
  */
 import { Type, type Static, type TSchema } from 'typebox';
+import { INT64_MAX } from '../domain/int64.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/page.ts';
 import { NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.ts';
 import { ERROR_CODES } from './errors.ts';
 
@@ -10,7 +12,7 @@ const int64Positive = (description: string) =>
   Type.Integer({
     format: 'int64',
     minimum: 1,
-    description: `${description} An integer from 1 to 9223372036854775807, written as a plain JSON number; every value in that range round-trips exactly.`,
+    description: `${description} An integer from 1 to ${INT64_MAX}, written as a plain JSON number; every value in that range round-trips exactly.`,
   });
 
 /** A string enumeration written the plain OpenAPI way (`enum`) rather than TypeBox's anyOf of consts. */
@@ -87,7 +89,9 @@ export const ErrorBody = Type.Object(
 export type NewPetBody = Static<typeof NewPet>;
 
 export const ListPetsQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1 to 100.' })),
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: DEFAULT_PAGE_SIZE, description: `Page size, 1 to ${MAX_PAGE_SIZE}.` }),
+  ),
   status: Type.Optional(refTo(PetStatus, { description: 'Only pets with this status.' })),
   cursor: Type.Optional(
     Type.String({

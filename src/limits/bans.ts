@@ -16,7 +16,9 @@
  * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL.
  */
 import type { BanStore } from '../storage/store.ts';
-import { MINUTE_MS, type RateLimiter } from './limiter.ts';
+import { MINUTE_MS } from '../domain/durations.ts';
+import { TtlCache } from '../domain/ttl-cache.ts';
+import type { RateLimiter } from './limiter.ts';
 
 export interface BanPolicy {
   /** Refused requests in one window that earn a ban. */
@@ -29,8 +31,8 @@ export interface BanPolicy {
 }
 
 export class KeyBans {
-  readonly #cache = new Map<string, { bannedUntilMs: number; expiresAtMs: number }>();
-
+  /** Each key's ban end (0: none) as last read from the store. */
+  readonly #cache: TtlCache<string, number>;
   readonly #store: BanStore;
   readonly #limiter: RateLimiter;
   readonly #policy: BanPolicy;
@@ -39,18 +41,17 @@ export class KeyBans {
     this.#store = store;
     this.#limiter = limiter;
     this.#policy = policy;
+    this.#cache = new TtlCache({ ttlMs: policy.cacheTtlMs });
   }
 
   /** The end of the key's ban, or undefined when it is not banned. */
   async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
-    let entry = this.#cache.get(keyId);
-    if (!entry || entry.expiresAtMs <= nowMs) {
-      const bannedUntilMs = (await this.#store.banEndOf(keyId, nowMs)) ?? 0;
-      if (this.#cache.size >= 10_000) this.#cache.clear();
-      entry = { bannedUntilMs, expiresAtMs: nowMs + this.#policy.cacheTtlMs };
-      this.#cache.set(keyId, entry);
+    let bannedUntilMs = this.#cache.get(keyId, nowMs);
+    if (bannedUntilMs === undefined) {
+      bannedUntilMs = (await this.#store.banEndOf(keyId, nowMs)) ?? 0;
+      this.#cache.set(keyId, bannedUntilMs, nowMs);
     }
-    return entry.bannedUntilMs > nowMs ? entry.bannedUntilMs : undefined;
+    return bannedUntilMs > nowMs ? bannedUntilMs : undefined;
   }
 
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
@@ -67,7 +68,7 @@ export class KeyBans {
     if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
     const bannedUntilMs = nowMs + this.#policy.durationMs;
     await this.#store.banKey(keyId, bannedUntilMs);
-    this.#cache.set(keyId, { bannedUntilMs, expiresAtMs: nowMs + this.#policy.cacheTtlMs });
+    this.#cache.set(keyId, bannedUntilMs, nowMs);
     return bannedUntilMs;
   }
 }

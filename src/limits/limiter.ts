@@ -47,6 +47,3 @@ export interface RateLimiter {
 export function windowStart(nowMs: number, windowMs: number): number {
   return nowMs - (nowMs % windowMs);
 }
-
-export const MINUTE_MS = 60_000;
-export const DAY_MS = 86_400_000;

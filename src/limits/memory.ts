@@ -2,6 +2,7 @@
  * The in-process limiter of the embedded default. JavaScript runs one callback at a time, so the
  * check-then-count below is atomic without locks; exact for one instance.
  */
+import { MINUTE_MS } from '../domain/durations.ts';
 import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
 interface Counter {
@@ -70,7 +71,7 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   #sweep(nowMs: number): void {
-    this.#nextSweepMs = nowMs + 60_000;
+    this.#nextSweepMs = nowMs + MINUTE_MS;
     // A counter whose window has ended is worth nothing.
     for (const [id, c] of this.#counters) if (c.end <= nowMs) this.#counters.delete(id);
     for (const [subject, m] of this.#marks) if (m.endMs <= nowMs) this.#marks.delete(subject);

@@ -7,7 +7,9 @@
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { DEFAULT_PET_STATUS, isPositiveInt64, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
+import { DAY_MS, MINUTE_MS } from '../../domain/durations.ts';
+import { isPositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
+import { DEFAULT_PET_STATUS, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.ts';
 import { ApiError } from '../errors.ts';
 import { exactTopLevelIntegers } from '../json-body.ts';
@@ -15,11 +17,11 @@ import { COMMON_ERRORS, errors, json } from '../responses.ts';
 import { NewPet, refTo } from '../schemas.ts';
 
 /** How long a stored response is replayed. */
-const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_WINDOW_MS = DAY_MS;
 /** An unfinished claim older than this belongs to a request that died; a retry may take it over. */
-const CLAIM_STALE_MS = 60_000;
+const CLAIM_STALE_MS = MINUTE_MS;
 /** How often expired claims are deleted, by whichever request comes along first. */
-const PURGE_EVERY_MS = 60_000;
+const PURGE_EVERY_MS = MINUTE_MS;
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
@@ -92,7 +94,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
       // The schema checked the shape with a rounded number; the exact value comes from the raw text.
       const categoryId = exactTopLevelIntegers(request.jsonText!).get('categoryId');
       if (categoryId === undefined) throw invalid('categoryId', 'must be integer');
-      if (!isPositiveInt64(categoryId)) throw invalid('categoryId', 'must be from 1 to 9223372036854775807');
+      if (!isPositiveInt64(categoryId)) throw invalid('categoryId', POSITIVE_INT64_PROBLEM);
       const pet: NewPetValue = { name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS };
 
       const idempotencyKey = request.headers['idempotency-key'];

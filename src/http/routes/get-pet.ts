@@ -1,7 +1,7 @@
 /** getPet: GET /v1/pets/{petId}, deprecated; 410 from its sunset moment on. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.ts';
-import { INT64_MAX, parsePositiveInt64 } from '../../domain/pet.ts';
+import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../errors.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
@@ -44,8 +44,8 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
       // int64 path parameters reach the handler as text (see validation.ts), so the conversion is exact.
       const id = parsePositiveInt64(request.params.petId as unknown as string);
       if (id === undefined) {
-        throw new ApiError('invalid_request', `Invalid path: petId must be an integer from 1 to ${INT64_MAX}`, [
-          { field: 'petId', problem: `must be an integer from 1 to ${INT64_MAX}` },
+        throw new ApiError('invalid_request', `Invalid path: petId ${POSITIVE_INT64_PROBLEM}`, [
+          { field: 'petId', problem: POSITIVE_INT64_PROBLEM },
         ]);
       }
       const pet = await pets.getPet(id);

@@ -1,6 +1,7 @@
 /** listPets: GET /v1/pets, keyset-paginated in ascending id order. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CursorCodec } from '../../domain/cursor.ts';
+import { DEFAULT_PAGE_SIZE } from '../../domain/page.ts';
 import type { PetStatus } from '../../domain/pet.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../errors.ts';
@@ -53,7 +54,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
       },
     },
     async (request, reply) => {
-      const { limit = 20, status, cursor } = request.query;
+      const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
       // Keyed by the cursor as sent: a cached page proves its cursor was verified when first served,
       // so a hit skips the HMAC check as well as the query.
       const cacheKey = `${status ?? ''}:${limit}:${cursor ?? ''}`;

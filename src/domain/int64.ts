@@ -1,0 +1,21 @@
+/**
+ * The positive int64 rule, for pet ids and category ids: an integer from 1 to 2^63 - 1, held as a
+ * bigint so the whole range survives a round trip. Parsing, checking and the words a client is told
+ * all live here.
+ */
+
+export const INT64_MAX = 9223372036854775807n;
+
+/** What a client is told when a value breaks the rule, after the field's name. */
+export const POSITIVE_INT64_PROBLEM = `must be an integer from 1 to ${INT64_MAX}`;
+
+export function isPositiveInt64(value: bigint): boolean {
+  return value >= 1n && value <= INT64_MAX;
+}
+
+/** A positive int64 written in decimal digits (leading zeros allowed), exactly; undefined for anything else. */
+export function parsePositiveInt64(text: string): bigint | undefined {
+  if (!/^[0-9]{1,25}$/.test(text)) return undefined;
+  const value = BigInt(text);
+  return isPositiveInt64(value) ? value : undefined;
+}

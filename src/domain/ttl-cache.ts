@@ -1,0 +1,31 @@
+/**
+ * A small in-memory cache whose entries expire after a fixed time, bounded in size: when full, it is
+ * emptied rather than evicting one entry at a time, since it fills only when an unusual number of
+ * distinct keys is in use and every entry is cheap to look up again. Used for API keys and bans,
+ * whose TTL (KEY_CACHE_TTL_MS) bounds how late a change in the database is seen.
+ */
+export class TtlCache<K, V> {
+  readonly #entries = new Map<K, { value: V; expiresAtMs: number }>();
+  readonly #ttlMs: number;
+  readonly #maxEntries: number;
+
+  constructor(options: { ttlMs: number; maxEntries?: number }) {
+    this.#ttlMs = options.ttlMs;
+    this.#maxEntries = options.maxEntries ?? 10_000;
+  }
+
+  /** The value, while it has not expired at nowMs. */
+  get(key: K, nowMs: number): V | undefined {
+    const entry = this.#entries.get(key);
+    return entry && entry.expiresAtMs > nowMs ? entry.value : undefined;
+  }
+
+  set(key: K, value: V, nowMs: number): void {
+    if (this.#entries.size >= this.#maxEntries && !this.#entries.has(key)) this.#entries.clear();
+    this.#entries.set(key, { value, expiresAtMs: nowMs + this.#ttlMs });
+  }
+
+  delete(key: K): void {
+    this.#entries.delete(key);
+  }
+}
