@@ -9,7 +9,7 @@ import type { FastifyRequest } from 'fastify';
 import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.ts';
 import { TtlCache } from '../domain/ttl-cache.ts';
 import type { KeyStore } from '../storage/store.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from './api-error.ts';
 
 /** A refused key that exists (revoked, expired) is named by `keyId`, so the log shows who still sends it. */
 export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError; keyId?: string };
@@ -18,7 +18,7 @@ const BEARER = /^Bearer +([A-Za-z0-9_-]{1,200}) *$/i;
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer realm="petstore"' };
 
 function unauthorized(message: string, keyId?: string): AuthResult {
-  return { key: undefined, failure: new ApiError('unauthorized', message, undefined, CHALLENGE), keyId };
+  return { key: undefined, failure: new ApiError('unauthorized', message, { headers: CHALLENGE }), keyId };
 }
 
 export class KeyAuthenticator {

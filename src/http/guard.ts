@@ -13,7 +13,7 @@ import type { LimitDecision, RateLimiter, WindowLimit } from '../limits/limiter.
 import type { Metrics } from '../metrics.ts';
 import type { KeyAuthenticator } from './authenticate.ts';
 import { addressBucket } from './client-address.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from './api-error.ts';
 import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.ts';
 
 declare module 'fastify' {
@@ -49,8 +49,7 @@ function banned(untilMs: number, nowMs: number): ApiError {
   return new ApiError(
     'key_banned',
     `This API key is temporarily banned for sending on after 429 responses; retry after ${retryAfter} s (${new Date(untilMs).toISOString()})`,
-    undefined,
-    { 'Retry-After': String(retryAfter) },
+    { headers: { 'Retry-After': String(retryAfter) } },
   );
 }
 
@@ -60,8 +59,7 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
   return new ApiError(
     'rate_limited',
     `Rate limit of ${refusing.limit} requests per ${refusing.name} exceeded; retry after ${retryAfter} s`,
-    undefined,
-    { 'Retry-After': String(retryAfter) },
+    { headers: { 'Retry-After': String(retryAfter) } },
   );
 }
 

@@ -13,7 +13,7 @@
  *   would otherwise report (and pay for) each unknown one.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError, clip } from './errors.ts';
+import { ApiError, clip } from './api-error.ts';
 
 /** The largest request body accepted (413 beyond it). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -136,14 +136,16 @@ export function parseJsonBody(request: FastifyRequest, text: string): unknown {
     const fields = Object.keys(parsed).length;
     if (fields > MAX_TOP_LEVEL_FIELDS) {
       // Refused before schema validation, which would list every unknown field at some cost.
-      throw new ApiError('invalid_request', `Request body has ${fields} fields; at most ${MAX_TOP_LEVEL_FIELDS} are accepted`, [
-        { field: 'body', problem: `has more than ${MAX_TOP_LEVEL_FIELDS} fields` },
-      ]);
+      throw new ApiError('invalid_request', `Request body has ${fields} fields; at most ${MAX_TOP_LEVEL_FIELDS} are accepted`, {
+        details: [{ field: 'body', problem: `has more than ${MAX_TOP_LEVEL_FIELDS} fields` }],
+      });
     }
     const duplicate = duplicateTopLevelKey(text, parsed);
     if (duplicate !== undefined) {
       const field = clip(duplicate);
-      throw new ApiError('invalid_request', `Request body names the field "${field}" more than once`, [{ field, problem: 'appears more than once' }]);
+      throw new ApiError('invalid_request', `Request body names the field "${field}" more than once`, {
+        details: [{ field, problem: 'appears more than once' }],
+      });
     }
   }
   request.jsonText = text;

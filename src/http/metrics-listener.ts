@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import type { Metrics } from '../metrics.ts';
-import { ApiError, errorBody } from './errors.ts';
+import { ApiError, errorBody } from './api-error.ts';
 
 function answer(response: http.ServerResponse, status: number, type: string, body: string): void {
   response.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' }).end(body);
@@ -22,7 +22,7 @@ export async function startMetricsListener(metrics: Metrics, port: number, host:
     const path = request.url?.split('?')[0];
     if (path !== '/metrics') return answerError(response, new ApiError('not_found', 'Only GET /metrics is served on the metrics listener'));
     if (request.method !== 'GET' && request.method !== 'HEAD') {
-      return answerError(response, new ApiError('method_not_allowed', `${request.method} is not allowed on /metrics; allowed: GET, HEAD`, undefined, { Allow: 'GET, HEAD' }));
+      return answerError(response, new ApiError('method_not_allowed', `${request.method} is not allowed on /metrics; allowed: GET, HEAD`, { headers: { Allow: 'GET, HEAD' } }));
     }
     metrics.registry.metrics().then(
       (text) => answer(response, 200, metrics.registry.contentType, text),

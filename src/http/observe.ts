@@ -5,7 +5,7 @@
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Metrics } from '../metrics.ts';
-import type { UnroutedAnswerRecorder } from './errors.ts';
+import type { UnroutedAnswerRecorder } from './unrouted-answers.ts';
 
 /** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
 const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);

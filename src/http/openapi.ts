@@ -5,7 +5,7 @@
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { ERROR_CODES } from './errors.ts';
+import { ERROR_CODES } from './api-error.ts';
 import { json } from './responses.ts';
 
 const DESCRIPTION = `Browse, add and look up animals available for adoption.

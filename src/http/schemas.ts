@@ -6,7 +6,7 @@ import { Type, type Static, type TSchema } from 'typebox';
 import { INT64_MAX } from '../domain/int64.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/page.ts';
 import { NAME_MAX_LENGTH, PET_STATUSES } from '../domain/pet.ts';
-import { ERROR_CODES } from './errors.ts';
+import { ERROR_CODES } from './api-error.ts';
 
 const int64Positive = (description: string) =>
   Type.Integer({

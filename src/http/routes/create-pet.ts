@@ -11,7 +11,7 @@ import { DAY_MS, MINUTE_MS } from '../../domain/durations.ts';
 import { isPositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import { DEFAULT_PET_STATUS, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotencyStore, PetStore, StoredResponse } from '../../storage/store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../api-error.ts';
 import { exactTopLevelIntegers } from '../json-body.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
 import { NewPet, refTo } from '../schemas.ts';
@@ -33,7 +33,7 @@ function idempotencyKeyOf(header: string): string {
 }
 
 function invalid(field: string, problem: string): ApiError {
-  return new ApiError('invalid_request', `Invalid body: ${field} ${problem}`, [{ field, problem }]);
+  return new ApiError('invalid_request', `Invalid body: ${field} ${problem}`, { details: [{ field, problem }] });
 }
 
 /** The request's meaning, not its bytes: the same pet sent with other spacing or key order is the same request. */
@@ -108,8 +108,8 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
       purgeExpired(nowMs);
       const claim = await pets.claimIdempotencyKey(scope, requestHash(pet), nowMs, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
       if (claim.state === 'in_flight') {
-        throw new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry when it has completed', undefined, {
-          'Retry-After': '1',
+        throw new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry when it has completed', {
+          headers: { 'Retry-After': '1' },
         });
       }
       if (claim.state === 'mismatch') {

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.ts';
 import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import type { PetStore } from '../../storage/store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../api-error.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
 import { PetIdParams } from '../schemas.ts';
 
@@ -44,9 +44,9 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
       // int64 path parameters reach the handler as text (see validation.ts), so the conversion is exact.
       const id = parsePositiveInt64(request.params.petId as unknown as string);
       if (id === undefined) {
-        throw new ApiError('invalid_request', `Invalid path: petId ${POSITIVE_INT64_PROBLEM}`, [
-          { field: 'petId', problem: POSITIVE_INT64_PROBLEM },
-        ]);
+        throw new ApiError('invalid_request', `Invalid path: petId ${POSITIVE_INT64_PROBLEM}`, {
+          details: [{ field: 'petId', problem: POSITIVE_INT64_PROBLEM }],
+        });
       }
       const pet = await pets.getPet(id);
       if (!pet) throw new ApiError('not_found', `No pet with id ${id}`);

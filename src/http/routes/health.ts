@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../../metrics.ts';
 import type { Store } from '../../storage/store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../api-error.ts';
 
 export interface HealthDeps {
   store: Store;
@@ -29,11 +29,11 @@ export async function health(app: FastifyInstance, { store, metrics, metricsToke
   app.get('/healthz', probe, async () => ({ status: 'ok' }));
   // Readiness: storage answers (migrations ran before the server started listening).
   app.get('/readyz', probe, async () => {
-    if (app.draining) throw new ApiError('unavailable', 'Shutting down', undefined, { 'Retry-After': '5' });
+    if (app.draining) throw new ApiError('unavailable', 'Shutting down', { headers: { 'Retry-After': '5' } });
     try {
       await store.ping();
     } catch {
-      throw new ApiError('unavailable', 'Storage is not reachable', undefined, { 'Retry-After': '5' });
+      throw new ApiError('unavailable', 'Storage is not reachable', { headers: { 'Retry-After': '5' } });
     }
     return { status: 'ready', storage: store.engine };
   });
@@ -41,8 +41,8 @@ export async function health(app: FastifyInstance, { store, metrics, metricsToke
   app.get('/metrics', probe, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     if (!bearsToken(request.headers.authorization, metricsToken)) {
-      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>', undefined, {
-        'WWW-Authenticate': 'Bearer realm="metrics"',
+      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });
     }
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());

@@ -4,7 +4,7 @@ import type { CursorCodec } from '../../domain/cursor.ts';
 import { DEFAULT_PAGE_SIZE } from '../../domain/page.ts';
 import type { PetStatus } from '../../domain/pet.ts';
 import type { PetStore } from '../../storage/store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../api-error.ts';
 import { PageCache } from '../page-cache.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
 import { ListPetsQuery } from '../schemas.ts';
@@ -68,7 +68,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
           throw new ApiError(
             'invalid_request',
             'Invalid cursor: it is malformed, was altered, or was made for another status filter',
-            [{ field: 'cursor', problem: 'is not a cursor this service issued for these filters' }],
+            { details: [{ field: 'cursor', problem: 'is not a cursor this service issued for these filters' }] },
           );
         }
         afterId = position.afterId;

@@ -6,7 +6,8 @@
  * under /v1. Hidden from the documented operations; 405 is described once, as a component response.
  */
 import type { FastifyInstance } from 'fastify';
-import { ApiError, clip, sendError } from '../errors.ts';
+import { ApiError, clip } from '../api-error.ts';
+import { sendError } from '../errors.ts';
 
 /** The order methods are listed in an `Allow` field. */
 const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -45,7 +46,7 @@ function allowField(methods: string[]): string {
 }
 
 export function methodNotAllowedError(method: string, allow: string): ApiError {
-  return new ApiError('method_not_allowed', `${method} is not allowed on this path; allowed: ${allow}`, undefined, { Allow: allow });
+  return new ApiError('method_not_allowed', `${method} is not allowed on this path; allowed: ${allow}`, { headers: { Allow: allow } });
 }
 
 export interface MethodNotAllowedOptions {
