@@ -1,19 +1,22 @@
 /**
  * Runs the test suite on every engine the machine offers: SQLite with the in-process limiter always,
  * then the HTTP suites again on PostgreSQL with Redis, plus the multi-instance and outage tests, when
- * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set. A skipped engine is announced
- * loudly, and under CI=true it is a failure unless PETSTORE_TEST_ENGINES=sqlite asked for the SQLite
- * suite alone (CI does, for its run on the oldest supported Node.js line).
+ * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set. Which file runs where is listed in
+ * test/suites.ts; a file in no list (or a listed file that is gone) stops the run. A skipped engine
+ * is announced loudly, and under CI=true it is a failure unless PETSTORE_TEST_ENGINES=sqlite asked
+ * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line).
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { listProblems, ON_EVERY_ENGINE, ON_POSTGRES_AND_REDIS, ONCE } from '../test/suites.ts';
 
-const files = readdirSync('test')
-  .filter((f) => f.endsWith('.test.ts'))
-  .sort()
-  .map((f) => `test/${f}`);
-const scaleOut = files.filter((f) => f.startsWith('test/scale-out-'));
-const perEngine = files.filter((f) => /^test\/(http-|rate-limits|openapi)/.test(f));
+const present = readdirSync('test').filter((f) => f.endsWith('.test.ts'));
+const problems = listProblems(present);
+if (problems.length > 0) {
+  console.error(['Which engine runs each test file is decided by test/suites.ts:', ...problems].join('\n  '));
+  process.exit(1);
+}
+const inTest = (names: readonly string[]) => names.map((f) => `test/${f}`);
 
 const requested = process.env.PETSTORE_TEST_ENGINES ?? 'all';
 if (requested !== 'all' && requested !== 'sqlite') {
@@ -33,11 +36,11 @@ function run(engine: string, list: string[]): boolean {
 const banner = (lines: string[]) => console.log(['', '#'.repeat(78), ...lines.map((l) => `#  ${l}`), '#'.repeat(78), ''].join('\n'));
 const skipped = 'SKIPPED: the PostgreSQL + Redis suites, the multi-instance and the outage tests.';
 
-let ok = run('sqlite', files.filter((f) => !scaleOut.includes(f)));
+let ok = run('sqlite', inTest([...ON_EVERY_ENGINE, ...ONCE]));
 if (requested === 'sqlite') {
   banner([skipped, 'PETSTORE_TEST_ENGINES=sqlite asked for the SQLite suite alone.']);
 } else if (process.env.PETSTORE_TEST_POSTGRES_URL && process.env.PETSTORE_TEST_REDIS_URL) {
-  ok = run('postgres', [...perEngine, ...scaleOut]) && ok;
+  ok = run('postgres', inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS])) && ok;
 } else {
   banner([
     skipped,

@@ -1,0 +1,61 @@
+/**
+ * Which test files run on which engine, by name: scripts/run-tests.ts runs them from these lists, and
+ * refuses to run when a file under test/ is in none of them or a listed file does not exist, so a
+ * renamed or added file can never silently stop running (test/suites.test.ts checks the same).
+ */
+
+/** The HTTP behaviour, run on SQLite with the in-process limiter and again on PostgreSQL + Redis. */
+export const ON_EVERY_ENGINE = [
+  'hardened-edges.test.ts',
+  'http-auth.test.ts',
+  'http-contract-conformance.test.ts',
+  'http-deprecation.test.ts',
+  'http-docs.test.ts',
+  'http-errors.test.ts',
+  'http-idempotency.test.ts',
+  'http-key-lifecycle.test.ts',
+  'http-operations.test.ts',
+  'http-pets.test.ts',
+  'http-properties.test.ts',
+  'openapi.test.ts',
+  'rate-limits.test.ts',
+];
+
+/** Several instances sharing PostgreSQL and Redis, and their outages: only where both are given. */
+export const ON_POSTGRES_AND_REDIS = ['scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
+
+/**
+ * Run once, in the SQLite pass. Those that also cover PostgreSQL (the storage contract, durability,
+ * shutdown, secrets) start it themselves when PETSTORE_TEST_POSTGRES_URL is set.
+ */
+export const ONCE = [
+  'cli.test.ts',
+  'client-address.test.ts',
+  'client.test.ts',
+  'deployment-files.test.ts',
+  'docs-browser.test.ts',
+  'domain.test.ts',
+  'durability.test.ts',
+  'examples.test.ts',
+  'group-commit.test.ts',
+  'page-cache.test.ts',
+  'proxy-nginx.test.ts',
+  'secrets-never-leak.test.ts',
+  'shutdown.test.ts',
+  'slow-clients.test.ts',
+  'storage-contract.test.ts',
+  'suites.test.ts',
+  'tls.test.ts',
+];
+
+/** Problems with the lists against the files present: each file in exactly one list, each listed file present. */
+export function listProblems(present: readonly string[]): string[] {
+  const listed = [...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS, ...ONCE];
+  const problems: string[] = [];
+  for (const file of present) {
+    const times = listed.filter((f) => f === file).length;
+    if (times !== 1) problems.push(`${file} is in ${times} lists of test/suites.ts, not one`);
+  }
+  for (const file of listed) if (!present.includes(file)) problems.push(`test/suites.ts lists ${file}, which does not exist`);
+  return problems;
+}
