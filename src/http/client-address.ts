@@ -86,6 +86,11 @@ export function normaliseAddress(raw: string): string | undefined {
   return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
 }
 
+/** Whether a normalised address is one of the listed proxies. */
+export function isListedProxy(proxies: BlockList, address: string): boolean {
+  return proxies.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
+}
+
 /**
  * The client's address as the service reports it: the socket's peer, or what trusted proxies say.
  * `socketAddress` is undefined once a socket has closed; such a client is "unknown".
@@ -97,7 +102,7 @@ export function resolveClientAddress(socketAddress: string | undefined, forwarde
   const entries = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',');
   let current = peer;
   for (let hop = 0; hop < entries.length; hop++) {
-    const trusted = trust.kind === 'hops' ? hop < trust.hops : current !== 'unknown' && trust.proxies.check(current, isIPv4(current) ? 'ipv4' : 'ipv6');
+    const trusted = trust.kind === 'hops' ? hop < trust.hops : current !== 'unknown' && isListedProxy(trust.proxies, current);
     if (!trusted) break;
     const next = normaliseAddress(entries[entries.length - 1 - hop]!);
     if (next === undefined) break;

@@ -20,7 +20,7 @@ import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import type { Metrics } from '../metrics.ts';
-import { addressBucket, normaliseAddress, type ProxyTrust } from './client-address.ts';
+import { addressBucket, isListedProxy, normaliseAddress, type ProxyTrust } from './client-address.ts';
 
 export interface ConnectionCaps {
   /** Open connections in all (0: no cap). */
@@ -57,7 +57,7 @@ export function capConnections(server: Server, caps: ConnectionCaps, log: Fastif
 
   const perBucket = new Map<string, number>();
   const exempt = (address: string): boolean =>
-    caps.trust.kind === 'hops' || (caps.trust.kind === 'addresses' && caps.trust.proxies.check(address, address.includes(':') ? 'ipv6' : 'ipv4'));
+    caps.trust.kind === 'hops' || (caps.trust.kind === 'addresses' && isListedProxy(caps.trust.proxies, address));
   let open = 0;
   let crowded = false;
 
