@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import { tempDir } from './helpers.ts';
+import { freePort } from './process.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 
@@ -161,18 +161,6 @@ async function listJson(env: NodeJS.ProcessEnv): Promise<ListedKey[]> {
   const rows: unknown = JSON.parse(lastLine(r.stdout));
   assert.ok(Array.isArray(rows), `keys list --json printed ${r.stdout}`);
   return rows as ListedKey[];
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      if (address === null || typeof address === 'string') return reject(new Error('no port'));
-      probe.close(() => resolve(address.port));
-    });
-  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
