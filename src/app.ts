@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Config } from './config.ts';
 import { CursorCodec } from './domain/cursor.ts';
 import { KeyAuthenticator } from './http/authenticate.ts';
-import { ApiError, clip } from './http/api-error.ts';
+import { ApiError, noResourceError } from './http/api-error.ts';
 import { installErrorHandling, sendError } from './http/errors.ts';
 import { unroutedAnswers } from './http/unrouted-answers.ts';
 import { installDraining } from './http/draining.ts';
@@ -164,10 +164,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   installValidation(app);
   installJsonBodyParser(app);
   installErrorHandling(app);
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0]!;
-    return sendError(reply, new ApiError('not_found', `No resource at ${request.method} ${clip(path)}`));
-  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, noResourceError(request.method, request.url)));
   installObservation(app, metrics);
 
   const guard = createGuard({

@@ -75,3 +75,8 @@ export function errorBody(err: ApiError, requestId?: string): Record<string, unk
   }
   return body;
 }
+
+/** The 404 for a request no route serves; the path (never the query) is echoed, clipped. */
+export function noResourceError(method: string, url: string): ApiError {
+  return new ApiError('not_found', `No resource at ${method} ${clip(url.split('?')[0]!)}`);
+}

@@ -6,7 +6,7 @@
  * under /v1. Hidden from the documented operations; 405 is described once, as a component response.
  */
 import type { FastifyInstance } from 'fastify';
-import { ApiError, clip } from '../api-error.ts';
+import { ApiError, noResourceError } from '../api-error.ts';
 import { sendError } from '../errors.ts';
 
 /** The order methods are listed in an `Allow` field. */
@@ -87,6 +87,6 @@ export async function methodNotAllowed(app: FastifyInstance, { routes, onRoutes 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
     const allow = patterns.find(({ pattern }) => pattern.test(path))?.allow;
-    return sendError(reply, allow ? methodNotAllowedError(request.method, allow) : new ApiError('not_found', `No resource at ${request.method} ${clip(path)}`));
+    return sendError(reply, allow ? methodNotAllowedError(request.method, allow) : noResourceError(request.method, request.url));
   });
 }
