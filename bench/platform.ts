@@ -16,6 +16,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { PET_STATUSES } from '../src/domain/pet.ts';
 import { exactInteger, exactTopLevelIntegers, parseJsonBody } from '../src/http/json-body.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { referencePackage } from './reference-packages.ts';
@@ -101,7 +102,7 @@ const SCHEMA = `PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
 const INSERT = 'INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, name, category_id, status';
 const PAGE = 'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?';
 const BY_ID = 'SELECT id, name, category_id, status FROM pets WHERE id = ?';
-const STATUSES = ['available', 'pending', 'sold'];
+const STATUSES = PET_STATUSES;
 const PETS = 20_000;
 
 interface Driver {

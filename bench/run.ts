@@ -20,10 +20,12 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createKey } from '../src/cli/keys.ts';
 import { CursorCodec } from '../src/domain/cursor.ts';
+import { PET_STATUSES } from '../src/domain/pet.ts';
 import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
+import { withThisNode } from '../scripts/this-node.ts';
 import { referencePackage } from './reference-packages.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -32,7 +34,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const PG_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
-const STATUSES = ['available', 'pending', 'sold'] as const;
+const STATUSES = PET_STATUSES;
 let nextPort = 19100;
 
 /** json-server is a reference to measure against, not a dependency of the project. */
@@ -81,8 +83,8 @@ async function postgresDataset(name: string, count: number): Promise<Dataset> {
   await client.connect();
   await client.query(
     `INSERT INTO pets (name, category_id, status)
-     SELECT 'pet ' || g, g, (ARRAY['available','pending','sold'])[1 + g % 3] FROM generate_series(1, $1) g`,
-    [count],
+     SELECT 'pet ' || g, g, ($2::text[])[1 + g % 3] FROM generate_series(1, $1) g`,
+    [count, STATUSES],
   );
   await client.query('VACUUM ANALYZE pets');
   await client.end();
@@ -134,18 +136,14 @@ async function startPinned(name: string, command: string, args: string[], env: R
   return { name, url: new URL(readyUrl).origin, child };
 }
 
-/**
- * The service runs as `npm start` and the `petstore` command run it: with V8's young generation capped
- * at 4 MiB per semi-space, which lowers peak RSS by about 25 MiB at no measured cost in throughput.
- */
-const SERVICE_NODE_FLAGS = ['--max-semi-space-size=4'];
 
 async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
   const port = nextPort++;
   // wrk's connections all come from 127.0.0.1: no per-address connection cap, whatever BENCH_CONNECTIONS says.
   const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', MAX_CONNECTIONS_PER_ADDRESS: '0', ...extra };
   if (redis) Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `petstore-bench-${process.pid}-${port}` });
-  return startPinned(name, process.execPath, [...SERVICE_NODE_FLAGS, 'dist/cli/main.js', 'serve'], env, `http://127.0.0.1:${port}/healthz`);
+  // Run as `npm start` runs it: the built command, with the Node.js flags its first line names, on this Node.js.
+  return startPinned(name, 'dist/cli/main.js', ['serve'], withThisNode(env), `http://127.0.0.1:${port}/healthz`);
 }
 
 /** Peak resident memory of a process (VmHWM), in MiB. */

@@ -17,6 +17,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { withThisNode } from './this-node.ts';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 256);
@@ -39,7 +40,8 @@ const makeKey = (...args: string[]) => execFileSync(process.execPath, [CLI, 'key
 const enterprise = makeKey('--plan', 'enterprise', '--rpm', '1000000000', '--rpd', '1000000000');
 const free = makeKey('--plan', 'free');
 
-const server = spawn(process.execPath, ['--max-semi-space-size=4', CLI, 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+// The built command runs itself, with the Node.js flags its first line names, on this Node.js.
+const server = spawn(CLI, ['serve'], { env: withThisNode(env), stdio: ['ignore', 'inherit', 'inherit'] });
 const exited = new Promise<number | null>((resolve) => server.on('exit', (code) => resolve(code)));
 const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))![1]) / 1024;
 

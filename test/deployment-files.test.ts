@@ -74,10 +74,12 @@ test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstrea
   assert.match(nginx, /X-Forwarded-For \$proxy_add_x_forwarded_for/);
 });
 
-test('the container runs the serve command with the same node flags as npm start', () => {
+test('the container runs the serve command as npm start does, with the Node.js flags of the command\'s first line', () => {
   const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
   const start = packageJson.scripts.start!.split('&&').at(-1)!.trim().split(/\s+/);
   assert.deepEqual(cmd, start);
+  assert.deepEqual(cmd, ['./dist/cli/main.js', 'serve'], 'the built command itself, so its first line sets the flags');
+  assert.match(read('src/cli/main.ts').split('\n')[0]!, /^#!\/usr\/bin\/env -S node --max-semi-space-size=4 --experimental-sqlite$/);
   assert.match(dockerfile, /^USER node$/m, 'runs as a non-root user');
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
 });
