@@ -3,30 +3,29 @@
  * never reads process.env, so tests build it with their own store, limiter and clock.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Socket } from 'node:net';
 import type { Config } from './config.ts';
 import { CursorCodec } from './domain/cursor.ts';
 import { KeyAuthenticator } from './http/authenticate.ts';
-import { ApiError, noResourceError } from './http/api-error.ts';
-import { installErrorHandling, sendError } from './http/errors.ts';
+import { errorHandling } from './http/errors.ts';
 import { unroutedAnswers } from './http/unrouted-answers.ts';
-import { installDraining } from './http/draining.ts';
-import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.ts';
+import { draining } from './http/draining.ts';
+import { hostCheck } from './http/host-check.ts';
+import { requestIdOf, requestIds } from './http/request-id.ts';
 import { api, API_PREFIX } from './http/api.ts';
-import { installClientAddress } from './http/client-address.ts';
+import { clientAddress } from './http/client-address.ts';
 import { capConnections } from './http/connection-caps.ts';
-import { createGuard, decorateGuardedRequests } from './http/guard.ts';
-import { installUnreadBodyHandling } from './http/request-bodies.ts';
+import { createGuard, guardedRequests } from './http/guard.ts';
+import { unreadBodies } from './http/request-bodies.ts';
 import { createNodeServer, type TlsFiles } from './http/node-server.ts';
-import { installObservation, unroutedRecorder } from './http/observe.ts';
-import { installSecurityHeaders } from './http/security-headers.ts';
-import { BODY_LIMIT_BYTES, installJsonBodyParser } from './http/json-body.ts';
+import { observation, unroutedRecorder } from './http/observe.ts';
+import { securityHeaders } from './http/security-headers.ts';
+import { BODY_LIMIT_BYTES, jsonBodies } from './http/json-body.ts';
 import { registerOpenApi } from './http/openapi.ts';
 import { docs } from './http/routes/docs.ts';
 import { health } from './http/routes/health.ts';
-import { SHARED_SCHEMAS } from './http/schemas.ts';
-import { installValidation } from './http/validation.ts';
+import { validation } from './http/validation.ts';
 import { KeyBans } from './limits/bans.ts';
 import type { RateLimiter } from './limits/limiter.ts';
 import type { Store } from './storage/store.ts';
@@ -71,33 +70,6 @@ export type AppConfig = Pick<
   | 'metricsToken'
   | 'corsOrigins'
 >;
-
-/**
- * An HTTP/1.1 request must name its host exactly once (RFC 9112 §3.2). Node would answer one without
- * it with a bare 400 of its own, before any hook runs, and keeps the first of two; the check is made
- * here instead, so the answer is in the Error shape, with a request id, logged and counted.
- */
-function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
-  const raw = request.raw;
-  if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
-    done(new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header'));
-    return;
-  }
-  if (hostLines(raw.rawHeaders) > 1) {
-    done(new ApiError('invalid_request', 'A request must carry one Host header, not several'));
-    return;
-  }
-  done();
-}
-
-function hostLines(rawHeaders: readonly string[]): number {
-  let count = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!;
-    if (name.length === 4 && name.toLowerCase() === 'host') count++;
-  }
-  return count;
-}
 
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock;
@@ -147,25 +119,22 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     metrics,
   );
   app.server.on('connect', (_request, socket) => unrouted.connect(socket as Socket));
-  installClientAddress(app, config.trustProxy);
-  decorateGuardedRequests(app);
 
-  // Every answer, in this order: its request id, the drain's Connection: close, the baseline
-  // headers (and CORS), then the Host check; the API's own hooks follow inside its scope (api.ts).
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header(REQUEST_ID_HEADER, request.id);
-    done();
-  });
-  installDraining(app);
-  installSecurityHeaders(app, config.corsOrigins, () => apiMethods);
-  app.addHook('onRequest', requireHost);
-  installUnreadBodyHandling(app);
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
-  installValidation(app);
-  installJsonBodyParser(app);
-  installErrorHandling(app);
-  app.setNotFoundHandler((request, reply) => sendError(reply, noResourceError(request.method, request.url)));
-  installObservation(app, metrics);
+  // What every answer shares, as named plugins: each states in its metadata the plugins it must
+  // follow, and Fastify refuses to start when one is missing or out of order. Hooks run in the order
+  // registered: the request id, the baseline headers (and CORS preflights), then the Host check; the
+  // API's own hooks follow inside its scope (api.ts).
+  await app.register(requestIds);
+  await app.register(draining);
+  await app.register(securityHeaders, { corsOrigins: config.corsOrigins, apiMethods: () => apiMethods });
+  await app.register(hostCheck);
+  await app.register(unreadBodies);
+  await app.register(clientAddress, { trust: config.trustProxy });
+  await app.register(guardedRequests);
+  await app.register(validation);
+  await app.register(jsonBodies);
+  await app.register(errorHandling);
+  await app.register(observation, { metrics });
 
   const guard = createGuard({
     authenticator: new KeyAuthenticator(deps.store, config.environment, config.keyCacheTtlMs, now),

@@ -39,6 +39,7 @@ export const ONCE = [
   'examples.test.ts',
   'group-commit.test.ts',
   'page-cache.test.ts',
+  'plugin-order.test.ts',
   'proxy-nginx.test.ts',
   'secrets-never-leak.test.ts',
   'shutdown.test.ts',

@@ -9,6 +9,7 @@
  * 3. `100 Continue` for an admitted request whose body will be read (request-bodies.ts).
  */
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { CursorCodec } from '../domain/cursor.ts';
 import type { Store } from '../storage/store.ts';
 import type { Guard } from './guard.ts';
@@ -32,7 +33,28 @@ export interface ApiOptions {
   onRoutes?: (allow: string) => void;
 }
 
-export async function api(app: FastifyInstance, options: ApiOptions): Promise<void> {
+/**
+ * The root's hooks, decorations, parsers and handlers this scope inherits: each must be in place
+ * before the scope is made, which Fastify checks against these names at start.
+ */
+const INHERITED = [
+  'request-ids',
+  'draining',
+  'security-headers',
+  'host-check',
+  'unread-bodies',
+  'client-address',
+  'guarded-requests',
+  'validation',
+  'json-body',
+  'error-handling',
+  'observation',
+  '@fastify/swagger',
+];
+
+export const api = fp(apiScope, { name: 'api', encapsulate: true, dependencies: INHERITED });
+
+async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void> {
   const { store, guard, cursors, now } = options;
   app.addHook('onRequest', (_request, reply, done) => {
     reply.header('Cache-Control', 'no-store');

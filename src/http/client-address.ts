@@ -15,6 +15,7 @@
 import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -131,10 +132,13 @@ export function clientOf(raw: IncomingMessage & { [RESOLVED]?: string }, trust: 
   return (raw[RESOLVED] ??= resolveClientAddress(raw.socket?.remoteAddress, raw.headers['x-forwarded-for'], trust));
 }
 
-export function installClientAddress(app: FastifyInstance, trust: ProxyTrust): void {
-  app.decorateRequest('client', {
-    getter(this: { raw: IncomingMessage }) {
-      return clientOf(this.raw, trust);
-    },
-  });
-}
+export const clientAddress = fp(
+  async (app: FastifyInstance, { trust }: { trust: ProxyTrust }) => {
+    app.decorateRequest('client', {
+      getter(this: { raw: IncomingMessage }) {
+        return clientOf(this.raw, trust);
+      },
+    });
+  },
+  { name: 'client-address' },
+);

@@ -7,6 +7,7 @@
  * clients would see a reset for a request the server never read.
  */
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,17 +18,20 @@ declare module 'fastify' {
   }
 }
 
-export function installDraining(app: FastifyInstance): void {
-  let draining = false;
-  app.decorate('draining', {
-    getter: () => draining,
-  });
-  app.decorate('startDraining', () => {
-    draining = true;
-  });
-  // Synchronous: an async hook would defer every answer to a later tick, draining or not.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (draining) reply.header('Connection', 'close');
-    done(null, payload);
-  });
-}
+export const draining = fp(
+  async (app: FastifyInstance) => {
+    let isDraining = false;
+    app.decorate('draining', {
+      getter: () => isDraining,
+    });
+    app.decorate('startDraining', () => {
+      isDraining = true;
+    });
+    // Synchronous: an async hook would defer every answer to a later tick, draining or not.
+    app.addHook('onSend', (_request, reply, payload, done) => {
+      if (isDraining) reply.header('Connection', 'close');
+      done(null, payload);
+    });
+  },
+  { name: 'draining' },
+);

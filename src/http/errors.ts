@@ -3,8 +3,9 @@
  * that answers with it.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { StorageUnavailableError } from '../storage/errors.ts';
-import { ApiError, clip, errorBody, MAX_DETAILS, type ErrorDetail } from './api-error.ts';
+import { ApiError, clip, errorBody, MAX_DETAILS, noResourceError, type ErrorDetail } from './api-error.ts';
 
 interface AjvLikeError {
   instancePath: string;
@@ -68,11 +69,16 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.status).type('application/json').send(errorBody(error, reply.request.id));
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const apiError = toApiError(error);
-    if (apiError.code === 'unavailable') request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
-    else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
-    return sendError(reply, apiError);
-  });
-}
+/** The error handler and the answer for paths no route or scope knows, set before any scope inherits them. */
+export const errorHandling = fp(
+  async (app: FastifyInstance) => {
+    app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      const apiError = toApiError(error);
+      if (apiError.code === 'unavailable') request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
+      else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+      return sendError(reply, apiError);
+    });
+    app.setNotFoundHandler((request, reply) => sendError(reply, noResourceError(request.method, request.url)));
+  },
+  { name: 'error-handling' },
+);

@@ -6,6 +6,7 @@
  * valid, otherwise the client address (which also slows down key guessing).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { ApiKey } from '../domain/api-key.ts';
 import type { KeyBans } from '../limits/bans.ts';
 import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
@@ -129,8 +130,11 @@ export function createGuard(options: GuardOptions): Guard {
   };
 }
 
-/** The request fields the guard fills, declared once for the whole app. */
-export function decorateGuardedRequests(app: FastifyInstance): void {
-  app.decorateRequest('apiKey', undefined);
-  app.decorateRequest('refusedKeyId', undefined);
-}
+/** The request fields the guard fills, declared once for the whole app: logs read them outside the API too. */
+export const guardedRequests = fp(
+  async (app: FastifyInstance) => {
+    app.decorateRequest('apiKey', undefined);
+    app.decorateRequest('refusedKeyId', undefined);
+  },
+  { name: 'guarded-requests' },
+);

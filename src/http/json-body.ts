@@ -13,6 +13,7 @@
  *   would otherwise report (and pay for) each unknown one.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { ApiError, clip } from './api-error.ts';
 
 /** The largest request body accepted (413 beyond it). */
@@ -152,19 +153,22 @@ export function parseJsonBody(request: FastifyRequest, text: string): unknown {
   return parsed;
 }
 
-export function installJsonBodyParser(app: FastifyInstance): void {
-  app.decorateRequest('jsonText', undefined);
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
-      done(new ApiError('unsupported_media_type', `Content-Encoding ${clip(encoding)} is not supported; send the body uncompressed`), undefined);
-      return;
-    }
-    try {
-      done(null, parseJsonBody(request, decodeUtf8(body as Buffer)));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
-}
+export const jsonBodies = fp(
+  async (app: FastifyInstance) => {
+    app.decorateRequest('jsonText', undefined);
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+      const encoding = request.headers['content-encoding'];
+      if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+        done(new ApiError('unsupported_media_type', `Content-Encoding ${clip(encoding)} is not supported; send the body uncompressed`), undefined);
+        return;
+      }
+      try {
+        done(null, parseJsonBody(request, decodeUtf8(body as Buffer)));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
+    });
+  },
+  { name: 'json-body' },
+);

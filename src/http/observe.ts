@@ -4,6 +4,7 @@
  * request metrics, including calls to the deprecated operation by plan.
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Metrics } from '../metrics.ts';
 import type { UnroutedAnswerRecorder } from './unrouted-answers.ts';
 
@@ -16,17 +17,21 @@ export function operationOf(request: FastifyRequest): string {
   return schema?.operationId ?? request.routeOptions.url ?? 'unmatched';
 }
 
-export function installObservation(app: FastifyInstance, metrics: Metrics): void {
-  // Synchronous, like the other per-request hooks: no promise per answer.
-  app.addHook('onResponse', (request, reply, done) => {
-    const operation = operationOf(request);
-    metrics.requests.inc({ operation, status: reply.statusCode });
-    metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
-    if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
-    if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
-    done();
-  });
-}
+/** Reads the client's address and the guard's key fields, so it needs their declarations. */
+export const observation = fp(
+  async (app: FastifyInstance, { metrics }: { metrics: Metrics }) => {
+    // Synchronous, like the other per-request hooks: no promise per answer.
+    app.addHook('onResponse', (request, reply, done) => {
+      const operation = operationOf(request);
+      metrics.requests.inc({ operation, status: reply.statusCode });
+      metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
+      if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
+      if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
+      done();
+    });
+  },
+  { name: 'observation', dependencies: ['client-address', 'guarded-requests'] },
+);
 
 function logAnswer(request: FastifyRequest, status: number, elapsedMs: number): void {
   request.log.info(

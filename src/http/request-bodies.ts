@@ -19,6 +19,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
+import fp from 'fastify-plugin';
 import { BODY_LIMIT_BYTES } from './json-body.ts';
 
 /** The most of an unread body that is discarded to keep a connection; beyond it, the connection closes. */
@@ -57,16 +58,19 @@ function lingeringClose(this: ServerSocket): void {
   setTimeout(() => this.destroy(), LINGER_MS);
 }
 
-export function installUnreadBodyHandling(app: FastifyInstance): void {
-  // Synchronous, like the other per-answer hooks.
-  app.addHook('onSend', (request, reply, payload, done) => {
-    if (leavesLargeBodyUnread(request.raw)) {
-      reply.header('Connection', 'close');
-      (request.raw.socket as ServerSocket).destroySoon = lingeringClose;
-    }
-    done(null, payload);
-  });
-}
+export const unreadBodies = fp(
+  async (app: FastifyInstance) => {
+    // Synchronous, like the other per-answer hooks.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (leavesLargeBodyUnread(request.raw)) {
+        reply.header('Connection', 'close');
+        (request.raw.socket as ServerSocket).destroySoon = lingeringClose;
+      }
+      done(null, payload);
+    });
+  },
+  { name: 'unread-bodies' },
+);
 
 /** Whether a request asked to be told to go on before sending its body. */
 function expectsContinue(request: IncomingMessage): boolean {

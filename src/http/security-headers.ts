@@ -11,6 +11,7 @@
  * in cookies, so credentials are not allowed.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 
 const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
 const EXPOSED_HEADERS = [
@@ -31,8 +32,19 @@ export function applyBaselineHeaders(reply: FastifyReply): void {
   reply.headers(BASELINE_HEADERS);
 }
 
-/** `apiMethods`: every method the API allows on some path (from its routes), for preflight answers. */
-export function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*', apiMethods: () => string): void {
+export interface SecurityHeadersOptions {
+  corsOrigins: readonly string[] | '*';
+  /** Every method the API allows on some path (from its routes), for preflight answers. */
+  apiMethods: () => string;
+}
+
+/** After the request id: a preflight answered here ends the request before any later hook runs. */
+export const securityHeaders = fp(
+  async (app: FastifyInstance, { corsOrigins, apiMethods }: SecurityHeadersOptions) => installSecurityHeaders(app, corsOrigins, apiMethods),
+  { name: 'security-headers', dependencies: ['request-ids'] },
+);
+
+function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*', apiMethods: () => string): void {
   const allowOrigin = (origin: string | undefined): string | undefined => {
     if (!origin) return undefined;
     if (corsOrigins === '*') return '*';

@@ -9,6 +9,7 @@
 import { Ajv2020, type Options } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance, FastifySchemaValidationError } from 'fastify';
+import fp from 'fastify-plugin';
 import { SHARED_SCHEMAS } from './schemas.ts';
 
 // ajv-formats is CommonJS: under NodeNext its ES default export is the `default` property.
@@ -33,15 +34,20 @@ function int64AsText(schema: JsonSchema): JsonSchema {
   return out;
 }
 
-export function installValidation(app: FastifyInstance): void {
-  const bodyAjv = makeAjv({ coerceTypes: false });
-  const textAjv = makeAjv({ coerceTypes: 'array' });
-  app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart === 'body') return bodyAjv.compile(schema);
-    const textSchema = int64AsText(schema as JsonSchema);
-    return decimalIntegersOnly(textSchema, textAjv.compile(textSchema));
-  });
-}
+/** The validator compiler and the shared schemas, before any route is registered: routes compile against them. */
+export const validation = fp(
+  async (app: FastifyInstance) => {
+    for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+    const bodyAjv = makeAjv({ coerceTypes: false });
+    const textAjv = makeAjv({ coerceTypes: 'array' });
+    app.setValidatorCompiler(({ schema, httpPart }) => {
+      if (httpPart === 'body') return bodyAjv.compile(schema);
+      const textSchema = int64AsText(schema as JsonSchema);
+      return decimalIntegersOnly(textSchema, textAjv.compile(textSchema));
+    });
+  },
+  { name: 'validation' },
+);
 
 type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
 

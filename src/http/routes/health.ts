@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Metrics } from '../../metrics.ts';
 import type { Store } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
@@ -23,7 +24,10 @@ function bearsToken(authorization: string | undefined, token: string): boolean {
   return timingSafeEqual(expected, offered);
 }
 
-export async function health(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
+/** /readyz reads whether the server is draining. */
+export const health = fp(probes, { name: 'health', encapsulate: true, dependencies: ['draining'] });
+
+async function probes(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
   const probe = { schema: { hide: true } };
   // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
   app.get('/healthz', probe, async () => ({ status: 'ok' }));

@@ -1,0 +1,39 @@
+/**
+ * An HTTP/1.1 request must name its host exactly once (RFC 9112 §3.2). Node would answer one without
+ * it with a bare 400 of its own, before any hook runs, and keeps the first of two; the check is made
+ * here instead (node-server.ts turns Node's off), so the answer is in the Error shape, with a request
+ * id and the baseline headers, logged and counted.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { ApiError } from './api-error.ts';
+
+function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+  const raw = request.raw;
+  if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
+    done(new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header'));
+    return;
+  }
+  if (hostLines(raw.rawHeaders) > 1) {
+    done(new ApiError('invalid_request', 'A request must carry one Host header, not several'));
+    return;
+  }
+  done();
+}
+
+function hostLines(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
+}
+
+/** After the baseline headers, which its refusal carries like every other answer. */
+export const hostCheck = fp(
+  async (app: FastifyInstance) => {
+    app.addHook('onRequest', requireHost);
+  },
+  { name: 'host-check', dependencies: ['security-headers'] },
+);
