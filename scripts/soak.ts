@@ -166,11 +166,10 @@ async function main(): Promise<number> {
   return problems.length ? 1 : 0;
 }
 
-let status = 1;
 try {
-  status = await main();
+  process.exitCode = await main();
 } finally {
   if (server.exitCode === null) server.kill('SIGKILL');
   rmSync(work, { recursive: true, force: true });
 }
-process.exit(status);
+process.exit();

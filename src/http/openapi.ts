@@ -53,7 +53,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     refResolver: { buildLocalReference: (schema, _base, _fragment, i) => String(schema.$id ?? `schema${i}`) },
     transformObject: (documentObject) => {
-      const doc = (documentObject as { openapiObject: Record<string, any> }).openapiObject;
+      const doc = (documentObject as { openapiObject: GeneratedDocument }).openapiObject;
       markHeadersRequired(doc.paths);
       doc.components.responses = {
         MethodNotAllowed: {
@@ -67,6 +67,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       return doc;
     },
   });
+}
+
+/** The parts of the generated document that are completed here. */
+interface GeneratedDocument {
+  paths: Parameters<typeof markHeadersRequired>[0];
+  components: Record<string, unknown>;
 }
 
 /** Declared headers that only some answers of a status carry: a next page exists, a replay, ... */

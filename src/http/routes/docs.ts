@@ -57,7 +57,9 @@ function loadRenderer(): { version: string; representations: Representation[] } 
     try {
       return readFileSync(new URL(`redoc.standalone.js${suffix}`, ASSETS));
     } catch (err) {
-      throw new Error(`The documentation page's renderer is missing from assets/ (run npm run build): ${(err as Error).message}`);
+      throw new Error(`The documentation page's renderer is missing from assets/ (run npm run build): ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   };
   const identity = read('');
