@@ -28,6 +28,18 @@ export type ErrorBody = Schemas['Error'];
  */
 export type ErrorCode = ErrorBody['code'] | 'http_error' | 'network_error';
 
+/** What a PetstoreError is made from: the answer's status and Error body, and what the client knows besides. */
+export interface PetstoreErrorInit {
+  status: number;
+  code: ErrorCode;
+  message: string;
+  requestId?: string | undefined;
+  retryAfter?: number | undefined;
+  details?: ErrorBody['details'] | undefined;
+  /** The failure behind a `network_error`. */
+  cause?: unknown;
+}
+
 export class PetstoreError extends Error {
   /** The HTTP status, or 0 when no answer came (`network_error`). */
   readonly status: number;
@@ -37,22 +49,14 @@ export class PetstoreError extends Error {
   readonly retryAfter: number | undefined;
   readonly details: ErrorBody['details'] | undefined;
 
-  constructor(
-    status: number,
-    code: ErrorCode,
-    message: string,
-    requestId: string | undefined,
-    retryAfter: number | undefined,
-    details?: ErrorBody['details'],
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
+  constructor(init: PetstoreErrorInit) {
+    super(init.message, { cause: init.cause });
     this.name = 'PetstoreError';
-    this.status = status;
-    this.code = code;
-    this.requestId = requestId;
-    this.retryAfter = retryAfter;
-    this.details = details;
+    this.status = init.status;
+    this.code = init.code;
+    this.requestId = init.requestId;
+    this.retryAfter = init.retryAfter;
+    this.details = init.details;
   }
 }
 
@@ -165,9 +169,8 @@ export class PetstoreClient {
       } catch (err) {
         // No answer (refused, reset, timed out): safe to retry, creates included (same Idempotency-Key).
         if (attempt >= this.#retries) {
-          throw new PetstoreError(0, 'network_error', `${method} ${url} got no answer: ${(err as Error).message}`, undefined, undefined, undefined, {
-            cause: err,
-          });
+          const message = `${method} ${url} got no answer: ${(err as Error).message}`;
+          throw new PetstoreError({ status: 0, code: 'network_error', message, cause: err });
         }
         await this.#sleep(this.#backoff(attempt, undefined));
         continue;
@@ -196,14 +199,14 @@ export class PetstoreClient {
     } catch {
       // not JSON: described by the status alone
     }
-    return new PetstoreError(
-      response.status,
-      body.code ?? 'http_error',
-      body.message ?? `HTTP ${response.status}`,
-      body.requestId ?? response.headers.get('x-request-id') ?? undefined,
-      retryAfterSeconds(response.headers.get('retry-after'), Date.now()),
-      body.details,
-    );
+    return new PetstoreError({
+      status: response.status,
+      code: body.code ?? 'http_error',
+      message: body.message ?? `HTTP ${response.status}`,
+      requestId: body.requestId ?? response.headers.get('x-request-id') ?? undefined,
+      retryAfter: retryAfterSeconds(response.headers.get('retry-after'), Date.now()),
+      details: body.details,
+    });
   }
 }
 
