@@ -5,7 +5,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Socket } from 'node:net';
-import type { Config } from './config.ts';
+import type { AppField, Config } from './config.ts';
 import { CursorCodec } from './domain/cursor.ts';
 import { KeyAuthenticator } from './http/authenticate.ts';
 import { errorHandling } from './http/errors.ts';
@@ -50,26 +50,8 @@ export interface AppDeps {
   tls?: TlsFiles;
 }
 
-export type AppConfig = Pick<
-  Config,
-  | 'environment'
-  | 'logLevel'
-  | 'trustProxy'
-  | 'keyCacheTtlMs'
-  | 'anonymousPerMinute'
-  | 'banThreshold'
-  | 'banDurationSeconds'
-  | 'banGraceMs'
-  | 'pageCacheSize'
-  | 'pageCacheTtlMs'
-  | 'headersTimeoutMs'
-  | 'requestTimeoutMs'
-  | 'keepAliveTimeoutMs'
-  | 'maxConnections'
-  | 'maxConnectionsPerAddress'
-  | 'metricsToken'
-  | 'corsOrigins'
->;
+/** What buildApp reads of the configuration: the entries of its table marked `app` (src/config.ts). */
+export type AppConfig = Pick<Config, AppField>;
 
 export async function buildApp(config: AppConfig, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock;

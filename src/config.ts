@@ -1,237 +1,362 @@
 /**
- * Configuration: one table of environment variables, parsed once at start and frozen. A bad value
- * throws a ConfigError whose one-line message names the variable; the CLI prints it and exits 1.
- * Only the CLI reads process.env; everything else receives a Config.
+ * Configuration: one table of environment variables, parsed once at start and frozen. Each entry
+ * holds the variable's name, its Config field, a TypeBox schema for its value, its default, the line
+ * the README shows (`npm run docs:config` writes the README's table from here) and whether the HTTP
+ * app reads it; the Config and AppConfig types, the validation and its messages all come from it. A
+ * bad value throws a ConfigError whose one-line message names the variable; the CLI prints it and
+ * exits 1. Only the CLI reads process.env; everything else receives a Config.
  */
-import { ENVIRONMENTS, type Environment } from './domain/api-key.ts';
+import { Type } from 'typebox';
+import { ENVIRONMENTS } from './domain/api-key.ts';
 import { proxyList, type ProxyTrust } from './http/client-address.ts';
+import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env } from './config/variable.ts';
+
+export { ConfigError } from './config/variable.ts';
 
 export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
 
-export interface Config {
-  port: number;
-  host: string;
-  database: DatabaseTarget;
-  redisUrl: string | undefined;
-  /** Namespace of this deployment's keys in Redis. */
-  redisKeyPrefix: string;
-  environment: Environment;
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  /** Whose X-Forwarded-For entries are believed: nobody's, a number of hops, or listed proxies. */
-  trustProxy: ProxyTrust;
-  sqliteSynchronous: 'normal' | 'full';
-  /** How long an API key lookup may be served from memory; bounds how late a revocation takes effect. */
-  keyCacheTtlMs: number;
-  /** Per-minute limit for requests that carry no valid key, per client address. */
-  anonymousPerMinute: number;
-  /** Refused (429) requests of a key within one minute window that earn it a temporary ban. */
-  banThreshold: number;
-  banDurationSeconds: number;
-  /** Refusals this soon after a key's first refusal never count toward a ban (requests in flight). */
-  banGraceMs: number;
-  /** Full list pages kept serialised in memory (0 turns the cache off). */
-  pageCacheSize: number;
-  /** How long a full page is reused on engines where it can still change for a moment (PostgreSQL); 0: never. */
-  pageCacheTtlMs: number;
-  /** Longest wait for a request's headers; slow or silent connections are closed with 408 after it. */
-  headersTimeoutMs: number;
-  /** Longest wait for a whole request (headers and body). */
-  requestTimeoutMs: number;
-  /** How long an idle kept-alive connection stays open; longer than the idle timeout of a proxy in front. */
-  keepAliveTimeoutMs: number;
-  /** Open connections beyond this are closed at once (0: no cap). */
-  maxConnections: number;
-  /** Open connections one address may hold (0: no cap); the trusted proxies are exempt. */
-  maxConnectionsPerAddress: number;
-  /** On SIGTERM, how long to keep serving with Connection: close before the listener closes. */
-  shutdownDrainMs: number;
-  /** Bound on the whole shutdown, signal to exit; connections still open a second before it are cut. */
-  shutdownTimeoutMs: number;
-  /** Certificate and key files for the built-in HTTPS listener (both or neither). */
-  tls: { certPath: string; keyPath: string } | undefined;
-  /** When set, /metrics is served on the public listener, to requests bearing this token. */
-  metricsToken: string | undefined;
-  /** When set, a second listener serves /metrics without a token on metricsHost. */
-  metricsPort: number | undefined;
-  metricsHost: string;
-  /** Origins allowed to call the API from browsers (CORS); empty: no CORS headers at all. */
-  corsOrigins: readonly string[] | '*';
-}
-
-export class ConfigError extends Error {}
-
-type Env = Readonly<Record<string, string | undefined>>;
-
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^[0-9]+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return Number(raw);
-}
+const HOST_NAME = /^[A-Za-z0-9.:-]+$/.source;
 
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
-  }
-  return raw as T;
-}
+const MAX_CONNECTIONS = variable({
+  env: 'MAX_CONNECTIONS',
+  field: 'maxConnections',
+  schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  default: 10_000,
+  description:
+    'Open connections beyond this are closed as they arrive (0: no cap), so partial requests cannot pile up without bound. ' +
+    'Above 80 % of it, answers keep their connection alive for 2 s only.',
+  app: true,
+});
 
-function database(raw: string | undefined): DatabaseTarget {
-  if (raw === undefined || raw === '') return { engine: 'sqlite', path: './data/petstore.db' };
-  const sqlite = /^(?:sqlite|file):(.+)$/.exec(raw);
-  if (sqlite) return { engine: 'sqlite', path: sqlite[1]!.replace(/^\/\/(?=\/)/, '') };
-  if (/^postgres(?:ql)?:\/\/./.test(raw)) {
-    try {
-      new URL(raw);
-    } catch {
-      throw new ConfigError('DATABASE_URL is not a valid postgres:// URL');
-    }
-    return { engine: 'postgres', url: raw };
-  }
-  // The value may hold a password: never echo it.
-  throw new ConfigError('DATABASE_URL must start with sqlite:, file:, postgres:// or postgresql://');
-}
-
-function redisUrl(raw: string | undefined): string | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  if (!/^rediss?:\/\/./.test(raw)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
-  return raw;
-}
-
-function keyPrefix(raw: string | undefined): string {
-  if (raw === undefined || raw === '') return 'petstore';
-  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(raw)) throw new ConfigError(`REDIS_KEY_PREFIX must be 1 to 64 letters, digits or _.:-, got "${raw}"`);
-  return raw;
-}
-
-/**
- * TRUST_PROXY: false, a hop count or a list of the proxies' addresses (see client-address.ts). `true`
- * is refused: it would believe the leftmost X-Forwarded-For entry, which the client writes itself.
- */
-function trustProxy(raw: string | undefined): ProxyTrust {
-  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return { kind: 'none' };
-  if (raw === 'true') {
-    throw new ConfigError(
-      'TRUST_PROXY=true would believe any address a client writes in X-Forwarded-For; set the number of proxies in front (1 behind one nginx) or their addresses',
-    );
-  }
-  if (/^[0-9]{1,2}$/.test(raw)) return { kind: 'hops', hops: Number(raw) };
-  const proxies = proxyList(raw.split(',').map((e) => e.trim()));
-  if (proxies) return { kind: 'addresses', proxies };
-  throw new ConfigError(`TRUST_PROXY must be false, a hop count or a comma-separated list of proxy addresses or CIDRs, got "${raw}"`);
-}
-
-function host(name: string, raw: string | undefined): string {
-  if (raw === undefined || raw === '') return '127.0.0.1';
-  if (!/^[A-Za-z0-9.:-]+$/.test(raw)) throw new ConfigError(`${name} must be a host name or address, got "${raw}"`);
-  return raw;
-}
-
-/**
- * The per-address cap must leave room for others under the total one: one address (or /64) can then
- * never hold every connection. Its default, 256, is roomy enough for a big customer or a NAT; under a
- * small total cap it is a quarter of that cap.
- */
-function connectionCaps(env: Env): { maxConnections: number; maxConnectionsPerAddress: number } {
-  const maxConnections = integer(env, 'MAX_CONNECTIONS', 10_000, 0, 1_000_000);
-  const perAddressDefault = maxConnections > 0 ? Math.min(256, Math.max(1, Math.floor(maxConnections / 4))) : 256;
-  const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', perAddressDefault, 0, 1_000_000);
-  if (maxConnections > 0 && maxConnectionsPerAddress >= maxConnections) {
-    throw new ConfigError(`MAX_CONNECTIONS_PER_ADDRESS (${maxConnectionsPerAddress}) must be below MAX_CONNECTIONS (${maxConnections})`);
-  }
-  return { maxConnections, maxConnectionsPerAddress };
-}
-
-export function loadConfig(env: Env): Readonly<Config> {
-  return Object.freeze({
-    port: integer(env, 'PORT', 8080, 0, 65535),
-    host: host('HOST', env.HOST),
-    database: database(env.DATABASE_URL),
-    redisUrl: redisUrl(env.REDIS_URL),
-    redisKeyPrefix: keyPrefix(env.REDIS_KEY_PREFIX),
-    environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS, 'production'),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    trustProxy: trustProxy(env.TRUST_PROXY),
-    sqliteSynchronous: oneOf(env, 'SQLITE_SYNCHRONOUS', ['normal', 'full'] as const, 'normal'),
-    keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 5000),
-    anonymousPerMinute: integer(env, 'ANONYMOUS_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
-    banThreshold: integer(env, 'BAN_THRESHOLD', 20, 1, 1_000_000),
-    banDurationSeconds: integer(env, 'BAN_DURATION_SECONDS', 900, 1, 30 * 86_400),
-    banGraceMs: integer(env, 'BAN_GRACE_MS', 1000, 0, 60_000),
-    pageCacheSize: integer(env, 'PAGE_CACHE_SIZE', 1000, 0, 1_000_000),
-    pageCacheTtlMs: integer(env, 'PAGE_CACHE_TTL_MS', 1000, 0, 60_000),
-    ...timeouts(env),
+/** Every variable, in the README's order (a derived default's source comes before it). */
+export const VARIABLES = [
+  variable({
+    env: 'PORT',
+    field: 'port',
+    schema: Type.Integer({ minimum: 0, maximum: 65535 }),
+    default: 8080,
+    description: 'TCP port.',
+    app: false,
+  }),
+  variable({
+    env: 'HOST',
+    field: 'host',
+    schema: Type.String({ pattern: HOST_NAME }),
+    accepts: 'a host name or address',
+    default: '127.0.0.1',
+    description: 'Address to listen on (`0.0.0.0` for all interfaces).',
+    app: false,
+  }),
+  variable({
+    env: 'DATABASE_URL',
+    field: 'database',
+    schema: Type.String({ pattern: /^(?:(?:sqlite|file):.+$|postgres(?:ql)?:\/\/.)/.source }),
+    accepts: 'a URL starting with `sqlite:`, `file:`, `postgres://` or `postgresql://`',
+    // The value may hold a password: never echo it.
+    secret: true,
+    default: 'sqlite:./data/petstore.db',
+    description: '`sqlite:PATH` or `file:PATH`: a SQLite file; `postgres://` or `postgresql://`: PostgreSQL.',
+    app: false,
+    parse(raw): DatabaseTarget {
+      const sqlite = /^(?:sqlite|file):(.+)$/.exec(raw);
+      if (sqlite) return { engine: 'sqlite', path: sqlite[1]!.replace(/^\/\/(?=\/)/, '') };
+      if (!URL.canParse(raw)) throw new ConfigError('DATABASE_URL is not a valid postgres:// URL');
+      return { engine: 'postgres', url: raw };
+    },
+  }),
+  variable({
+    env: 'REDIS_URL',
+    field: 'redisUrl',
+    schema: Type.String({ pattern: /^rediss?:\/\/./.source }),
+    accepts: 'a URL starting with `redis://` or `rediss://`',
+    secret: true,
+    default: undefined,
+    description: 'Rate-limit counters in Redis, shared by every instance. Unset: counters in process memory, for one instance.',
+    app: false,
+  }),
+  variable({
+    env: 'REDIS_KEY_PREFIX',
+    field: 'redisKeyPrefix',
+    schema: Type.String({ pattern: /^[A-Za-z0-9_.:-]{1,64}$/.source }),
+    accepts: '1 to 64 letters, digits or `_.:-`',
+    default: 'petstore',
+    description: "Namespace of this deployment's keys in Redis.",
+    app: false,
+  }),
+  variable({
+    env: 'PETSTORE_ENV',
+    field: 'environment',
+    schema: Type.Enum(ENVIRONMENTS),
+    default: 'production',
+    description: 'A server accepts only keys of its own environment; staging runs the same code on its own database.',
+    app: true,
+  }),
+  variable({
+    env: 'LOG_LEVEL',
+    field: 'logLevel',
+    schema: Type.Enum(LOG_LEVELS),
+    default: 'info',
+    description: 'Least severe level of the JSON lines logged on standard output.',
+    app: true,
+  }),
+  variable({
+    env: 'TRUST_PROXY',
+    field: 'trustProxy',
+    schema: Type.String(),
+    accepts: '`false`, a hop count or a comma-separated list of proxy addresses or CIDRs',
+    default: 'false',
+    description:
+      "Whose `X-Forwarded-For` entries give the client's address: `false` (nobody's: the socket's address); a hop count, " +
+      'the number of proxies in front (`1` behind one nginx: the entry it appends, the rightmost, is the client); or a ' +
+      "comma-separated list of the proxies' addresses, CIDRs or `loopback`/`linklocal`/`uniquelocal` (entries are believed " +
+      'from the right while they come from a listed proxy). `true` is refused: it would believe what the client writes. ' +
+      'See "Behind a proxy".',
+    app: true,
+    parse(raw, refuse): ProxyTrust {
+      if (raw === 'false' || raw === '0') return { kind: 'none' };
+      // `true` would believe the leftmost X-Forwarded-For entry, which the client writes itself.
+      if (raw === 'true') {
+        throw new ConfigError(
+          'TRUST_PROXY=true would believe any address a client writes in X-Forwarded-For; ' +
+            'set the number of proxies in front (1 behind one nginx) or their addresses',
+        );
+      }
+      if (/^[0-9]{1,2}$/.test(raw)) return { kind: 'hops', hops: Number(raw) };
+      const proxies = proxyList(raw.split(',').map((e) => e.trim()));
+      return proxies ? { kind: 'addresses', proxies } : refuse();
+    },
+  }),
+  variable({
+    env: 'SQLITE_SYNCHRONOUS',
+    field: 'sqliteSynchronous',
+    schema: Type.Enum(['normal', 'full'] as const),
+    default: 'normal',
+    description: '`full` flushes every commit to disk, so nothing acknowledged is lost even on power loss; see Durability.',
+    app: false,
+  }),
+  variable({
+    env: 'KEY_CACHE_TTL_MS',
+    field: 'keyCacheTtlMs',
+    schema: Type.Integer({ minimum: 0, maximum: 5000 }),
+    default: 2000,
+    description: 'How long a looked-up key is reused from memory; bounds how late a revocation takes effect.',
+    app: true,
+  }),
+  variable({
+    env: 'ANONYMOUS_RATE_LIMIT_PER_MINUTE',
+    field: 'anonymousPerMinute',
+    schema: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    default: 60,
+    description: 'Per-address limit for requests without a valid key.',
+    app: true,
+  }),
+  variable({
+    env: 'BAN_THRESHOLD',
+    field: 'banThreshold',
+    schema: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    default: 20,
+    description: 'Refused (429) requests of one key within one minute window that earn a temporary ban.',
+    app: true,
+  }),
+  variable({
+    env: 'BAN_DURATION_SECONDS',
+    field: 'banDurationSeconds',
+    schema: Type.Integer({ minimum: 1, maximum: 30 * 86_400 }),
+    default: 900,
+    description: 'Length of a temporary ban (900: 15 minutes; 30 days at most).',
+    app: true,
+  }),
+  variable({
+    env: 'BAN_GRACE_MS',
+    field: 'banGraceMs',
+    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    default: 1000,
+    description: "Refusals that arrive within this long of a key's first refusal never count toward a ban: they were already in flight.",
+    app: true,
+  }),
+  variable({
+    env: 'PAGE_CACHE_SIZE',
+    field: 'pageCacheSize',
+    schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    default: 1000,
+    description: 'Full list pages kept serialised in memory (0 turns the cache off); see Listing below.',
+    app: true,
+  }),
+  variable({
+    env: 'PAGE_CACHE_TTL_MS',
+    field: 'pageCacheTtlMs',
+    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    default: 1000,
+    description:
+      'On PostgreSQL, where a full page can still change for a moment, how long it is reused (0: never cached). ' +
+      'SQLite pages are final and kept until evicted.',
+    app: true,
+  }),
+  variable({
+    env: 'HEADERS_TIMEOUT_MS',
+    field: 'headersTimeoutMs',
+    schema: Type.Integer({ minimum: 100, maximum: 300_000 }),
+    default: 10_000,
+    description: "A connection must deliver a request's headers within this; slow or silent ones are answered 408 and closed.",
+    app: true,
+  }),
+  variable({
+    env: 'REQUEST_TIMEOUT_MS',
+    field: 'requestTimeoutMs',
+    schema: Type.Integer({ minimum: 100, maximum: 600_000 }),
+    default: 30_000,
+    description: 'A whole request (headers and body) must arrive within this, else 408 and close. At least `HEADERS_TIMEOUT_MS`.',
+    app: true,
+  }),
+  variable({
+    env: 'KEEP_ALIVE_TIMEOUT_MS',
+    field: 'keepAliveTimeoutMs',
+    schema: Type.Integer({ minimum: 1000, maximum: 600_000 }),
     // Longer than the usual proxy idle timeout (60 s), so the proxy, not the server, ends idle
     // connections and never sends a request on one the server is closing.
-    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 1000, 600_000),
-    ...connectionCaps(env),
-    ...shutdownTimings(env),
-    tls: tls(env.TLS_CERT, env.TLS_KEY),
-    metricsToken: metricsToken(env.METRICS_TOKEN),
-    metricsPort: env.METRICS_PORT ? integer(env, 'METRICS_PORT', 0, 1, 65535) : undefined,
-    metricsHost: host('METRICS_HOST', env.METRICS_HOST),
-    corsOrigins: corsOrigins(env.CORS_ORIGINS),
-  });
-}
+    default: 72_000,
+    description:
+      'How long an idle kept-alive connection stays open. Keep it longer than the idle timeout of a proxy in front (often 60 s), ' +
+      'so the proxy ends idle connections and never reuses one the server is closing.',
+    app: true,
+  }),
+  MAX_CONNECTIONS,
+  variable({
+    env: 'MAX_CONNECTIONS_PER_ADDRESS',
+    field: 'maxConnectionsPerAddress',
+    schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    // Roomy enough for a big customer or a NAT, yet under a small total cap a quarter of it, so one
+    // address (or /64) never holds every connection.
+    default: derived(MAX_CONNECTIONS, '`256` (a quarter of `MAX_CONNECTIONS` when that is below 1024)', (total) =>
+      total > 0 ? Math.min(256, Math.max(1, Math.floor(total / 4))) : 256,
+    ),
+    description:
+      'Open connections one client address (an IPv6 client: its /64) may hold; more are closed as they arrive, so one client ' +
+      'cannot take every slot. Below `MAX_CONNECTIONS`; 0: no cap. Trusted proxies (`TRUST_PROXY`) are exempt.',
+    app: true,
+  }),
+  variable({
+    env: 'SHUTDOWN_DRAIN_MS',
+    field: 'shutdownDrainMs',
+    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    default: 1000,
+    description:
+      'On SIGTERM, how long the server keeps serving with `Connection: close` (and `/readyz` 503) before it stops listening; ' +
+      'see docs/reliability.md.',
+    app: false,
+  }),
+  variable({
+    env: 'SHUTDOWN_TIMEOUT_MS',
+    field: 'shutdownTimeoutMs',
+    schema: Type.Integer({ minimum: 2000, maximum: 120_000 }),
+    default: 10_000,
+    description:
+      'Bound on a shutdown, from SIGTERM to exit; at least `SHUTDOWN_DRAIN_MS` + 2000. Connections still open a second before ' +
+      'it (a client still sending its request) are cut so storage closes and the process exits 0; past it the process exits 1.',
+    app: false,
+  }),
+  variable({
+    env: 'METRICS_TOKEN',
+    field: 'metricsToken',
+    schema: Type.String({ pattern: /^[\x21-\x7e]{16,256}$/.source }),
+    accepts: '16 to 256 printable ASCII characters without spaces',
+    secret: true,
+    default: undefined,
+    description:
+      'When set, `/metrics` is served on the public listener to requests with `Authorization: Bearer <token>`. ' +
+      'Unset: `/metrics` is a 404 there.',
+    app: true,
+  }),
+  variable({
+    env: 'METRICS_PORT',
+    field: 'metricsPort',
+    schema: Type.Integer({ minimum: 1, maximum: 65535 }),
+    default: undefined,
+    description: 'When set, a second listener serves `GET /metrics` without a token, on `METRICS_HOST`.',
+    app: false,
+  }),
+  variable({
+    env: 'METRICS_HOST',
+    field: 'metricsHost',
+    schema: Type.String({ pattern: HOST_NAME }),
+    accepts: 'a host name or address',
+    default: '127.0.0.1',
+    description: 'Address of the metrics listener (a private interface, for a scraper on the same host or network).',
+    app: false,
+  }),
+  variable({
+    env: 'CORS_ORIGINS',
+    field: 'corsOrigins',
+    schema: Type.String(),
+    accepts: '`*` or a comma-separated list of origins like `https://app.example.com`',
+    default: undefined,
+    description: 'Origins allowed to call the API from browsers. Unset: no CORS headers at all.',
+    app: true,
+    parse(raw, refuse): readonly string[] | '*' {
+      if (raw === undefined || raw.trim() === '') return Object.freeze([]);
+      if (raw.trim() === '*') return '*';
+      const origins = raw.split(',').map((o) => o.trim());
+      for (const origin of origins) {
+        const url = URL.parse(origin);
+        if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin) refuse(origin);
+      }
+      return Object.freeze(origins);
+    },
+  }),
+  pair({
+    env: ['TLS_CERT', 'TLS_KEY'],
+    field: 'tls',
+    schema: Type.String(),
+    accepts: 'paths of PEM files',
+    default: undefined,
+    description: 'Certificate and key: the server listens with HTTPS itself. Both or neither.',
+    app: false,
+    parse([certPath, keyPath]): { certPath: string; keyPath: string } | undefined {
+      if (!certPath && !keyPath) return undefined;
+      if (!certPath || !keyPath) throw new ConfigError('TLS_CERT and TLS_KEY must be set together (PEM files), or neither');
+      return { certPath, keyPath };
+    },
+  }),
+] as const;
 
-function tls(cert: string | undefined, key: string | undefined): Config['tls'] {
-  const certPath = cert || undefined;
-  const keyPath = key || undefined;
-  if (!certPath && !keyPath) return undefined;
-  if (!certPath || !keyPath) throw new ConfigError('TLS_CERT and TLS_KEY must be set together (PEM files), or neither');
-  return { certPath, keyPath };
-}
+export type Config = ConfigOf<typeof VARIABLES>;
 
-function metricsToken(raw: string | undefined): string | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  if (!/^[\x21-\x7e]{16,256}$/.test(raw)) throw new ConfigError('METRICS_TOKEN must be 16 to 256 printable ASCII characters without spaces');
-  return raw;
-}
+/** The fields buildApp reads: the entries marked `app`. */
+export type AppField = AppFieldOf<typeof VARIABLES>;
 
-function corsOrigins(raw: string | undefined): readonly string[] | '*' {
-  if (raw === undefined || raw.trim() === '') return [];
-  if (raw.trim() === '*') return '*';
-  const origins = raw.split(',').map((o) => o.trim());
-  for (const origin of origins) {
-    let url: URL | undefined;
-    try {
-      url = new URL(origin);
-    } catch {
-      url = undefined;
-    }
-    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin) {
-      throw new ConfigError(`CORS_ORIGINS must be * or a comma-separated list of origins like https://app.example.com, got "${origin}"`);
-    }
-  }
-  return Object.freeze(origins);
-}
-
-function timeouts(env: Env): { headersTimeoutMs: number; requestTimeoutMs: number } {
-  const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 300_000);
-  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000);
-  // Node refuses a headers timeout longer than the request timeout it is part of.
-  if (headersTimeoutMs > requestTimeoutMs) {
-    throw new ConfigError(`HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
-  }
-  return { headersTimeoutMs, requestTimeoutMs };
-}
+/** Every environment variable the configuration reads. */
+export const CONFIG_VARIABLES: readonly string[] = Object.freeze(VARIABLES.flatMap((v) => v.names));
 
 /** Time a shutdown keeps after draining: a second for requests in flight, a second to close storage. */
 const SHUTDOWN_AFTER_DRAIN_MS = 2000;
 
-function shutdownTimings(env: Env): { shutdownDrainMs: number; shutdownTimeoutMs: number } {
-  const shutdownDrainMs = integer(env, 'SHUTDOWN_DRAIN_MS', 1000, 0, 60_000);
-  const shutdownTimeoutMs = integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 2000, 120_000);
-  if (shutdownDrainMs + SHUTDOWN_AFTER_DRAIN_MS > shutdownTimeoutMs) {
-    throw new ConfigError(
-      `SHUTDOWN_DRAIN_MS (${shutdownDrainMs}) must be at least ${SHUTDOWN_AFTER_DRAIN_MS} less than SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs})`,
-    );
+/** Checks across variables, each giving its refusal when broken. */
+const RULES: readonly ((config: Config) => string | undefined)[] = [
+  // Node refuses a headers timeout longer than the request timeout it is part of.
+  ({ headersTimeoutMs, requestTimeoutMs }) =>
+    headersTimeoutMs > requestTimeoutMs
+      ? `HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs})`
+      : undefined,
+  // The per-address cap must leave room for others under the total one: one address (or /64) can
+  // then never hold every connection.
+  ({ maxConnections, maxConnectionsPerAddress }) =>
+    maxConnections > 0 && maxConnectionsPerAddress >= maxConnections
+      ? `MAX_CONNECTIONS_PER_ADDRESS (${maxConnectionsPerAddress}) must be below MAX_CONNECTIONS (${maxConnections})`
+      : undefined,
+  ({ shutdownDrainMs, shutdownTimeoutMs }) =>
+    shutdownDrainMs + SHUTDOWN_AFTER_DRAIN_MS > shutdownTimeoutMs
+      ? `SHUTDOWN_DRAIN_MS (${shutdownDrainMs}) must be at least ${SHUTDOWN_AFTER_DRAIN_MS} less than ` +
+        `SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs})`
+      : undefined,
+];
+
+export function loadConfig(env: Env): Readonly<Config> {
+  const config = readTable(VARIABLES, env);
+  for (const rule of RULES) {
+    const refusal = rule(config);
+    if (refusal !== undefined) throw new ConfigError(refusal);
   }
-  return { shutdownDrainMs, shutdownTimeoutMs };
+  return Object.freeze(config);
 }

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { loadConfig } from '../src/config.ts';
+import { CONFIG_VARIABLES as VARIABLE_NAMES, loadConfig } from '../src/config.ts';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const dockerfile = read('Dockerfile');
@@ -18,12 +18,11 @@ const compose = parse(read('compose.yaml')) as {
   services: Record<string, { environment?: Record<string, string>; ports?: string[]; command?: string[]; build?: string }>;
 };
 const nginx = read('deploy/nginx.conf');
-const configSource = read('src/config.ts');
 const packageJson = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
 const readme = read('README.md');
 
 /** Variables the configuration module reads. */
-const CONFIG_VARIABLES = new Set([...configSource.matchAll(/env\.([A-Z_]+)|env, '([A-Z_]+)'/g)].map((m) => m[1] ?? m[2]!));
+const CONFIG_VARIABLES = new Set(VARIABLE_NAMES);
 
 const dockerEnv: Record<string, string> = Object.fromEntries(
   [...dockerfile.matchAll(/^\s*(?:ENV\s+)?([A-Z_]+)=(\S+?)\s*\\?$/gm)].map((m) => [m[1]!, m[2]!]),
