@@ -19,8 +19,8 @@ import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { NewApiKey, Store } from '../src/storage/store.ts';
 import pg from 'pg';
 import { LATEST_POSTGRES_VERSION } from '../src/storage/postgres/migrations.ts';
-import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './engines.ts';
-import { tempDir } from './helpers.ts';
+import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './support/engines.ts';
+import { tempDir } from './support/temp.ts';
 
 export interface MigrationRow {
   version: number;
@@ -462,7 +462,7 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             'versions 1..n, each once',
           );
           assert.ok(first.length >= 1);
-          if (name === 'sqlite') assert.equal(first.at(-1)!.version, LATEST_SQLITE_VERSION);
+          assert.equal(first.at(-1)!.version, name === 'sqlite' ? LATEST_SQLITE_VERSION : LATEST_POSTGRES_VERSION);
           const pet = await h.store.createPet(newPet('kept'));
           const secret = await h.store.cursorSecret();
 
@@ -657,6 +657,80 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           await store.banKey(key.id, now + 60_000);
           assert.equal(await store.liftBan(key.id, now + 60_000), false);
           assert.equal(await store.banEndOf(key.id, now), undefined);
+        }));
+    });
+
+    describe('idempotency claims', () => {
+      const t0 = Date.UTC(2026, 10, 22, 12, 0, 0);
+      const DAY = 86_400_000;
+      const STALE = 60_000;
+      const scope = { keyId: 'key_idem', idempotencyKey: 'create-1' };
+      const claim = (store: Store, hash: string, nowMs: number, key = scope) => store.claimIdempotencyKey(key, hash, nowMs, DAY, STALE);
+
+      test('the first claim of a key wins; while it is unfinished the same request is in flight and another one a mismatch', () =>
+        withStore(async ({ store }) => {
+          assert.deepEqual(await claim(store, 'h1', t0), { state: 'claimed' });
+          assert.deepEqual(await claim(store, 'h1', t0 + STALE - 1), { state: 'in_flight' });
+          assert.deepEqual(await claim(store, 'h2', t0 + STALE - 1), { state: 'mismatch' });
+          const theirs = { keyId: 'key_other', idempotencyKey: 'create-1' };
+          assert.deepEqual(await claim(store, 'h1', t0, theirs), { state: 'claimed' }, 'scoped to the caller');
+        }));
+
+      test('a finished claim resolves to the created pet, exactly, and survives a reopen', () =>
+        withStore(async (h) => {
+          assert.deepEqual(await claim(h.store, 'h1', t0), { state: 'claimed' });
+          const pet = await h.store.createPetIdempotently(scope, newPet('Once', { categoryId: 9223372036854775807n, status: 'pending' }));
+          assert.deepEqual(pet, { id: 1n, name: 'Once', categoryId: 9223372036854775807n, status: 'pending' } satisfies Pet);
+          assert.deepEqual(await h.store.getPet(pet.id), pet);
+          assert.deepEqual(await claim(h.store, 'h1', t0 + 1000), { state: 'done', pet });
+          assert.deepEqual(await claim(h.store, 'h2', t0 + 1000), { state: 'mismatch' });
+          const store = await h.reopen();
+          assert.deepEqual(await claim(store, 'h1', t0 + DAY - 1), { state: 'done', pet }, 'finished: never stale within its window');
+          assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 1);
+        }));
+
+      test('an unfinished claim older than the stale age is taken over, by any request', () =>
+        withStore(async ({ store }) => {
+          await claim(store, 'h1', t0);
+          assert.deepEqual(await claim(store, 'h2', t0 + STALE), { state: 'claimed' });
+          assert.deepEqual(await claim(store, 'h2', t0 + STALE + 1), { state: 'in_flight' }, 'the new claimant holds it now');
+          assert.deepEqual(await claim(store, 'h1', t0 + STALE + 1), { state: 'mismatch' });
+        }));
+
+      test('claims expire after their window, finished or not', () =>
+        withStore(async ({ store }) => {
+          await claim(store, 'h1', t0);
+          await store.createPetIdempotently(scope, newPet('Expiring'));
+          assert.deepEqual(await claim(store, 'h2', t0 + DAY), { state: 'claimed' });
+          const pet = await store.createPetIdempotently(scope, newPet('Again'));
+          assert.equal(pet.id, 2n);
+          assert.deepEqual(await claim(store, 'h2', t0 + DAY + 1), { state: 'done', pet });
+        }));
+
+      test('release frees an unfinished claim and leaves a finished one', () =>
+        withStore(async ({ store }) => {
+          await claim(store, 'h1', t0);
+          await store.releaseIdempotencyKey(scope);
+          assert.deepEqual(await claim(store, 'h2', t0 + 1), { state: 'claimed' });
+          const pet = await store.createPetIdempotently(scope, newPet('Kept'));
+          await store.releaseIdempotencyKey(scope);
+          assert.deepEqual(await claim(store, 'h2', t0 + 2), { state: 'done', pet });
+          await store.releaseIdempotencyKey({ keyId: 'key_idem', idempotencyKey: 'never-claimed' });
+        }));
+
+      test('purge deletes the claims made at or before a moment and counts them', () =>
+        withStore(async ({ store }) => {
+          const key = (idempotencyKey: string) => ({ keyId: 'key_idem', idempotencyKey });
+          await claim(store, 'h', t0, key('a'));
+          await claim(store, 'h', t0 + 10, key('b'));
+          await store.createPetIdempotently(key('b'), newPet('b'));
+          await claim(store, 'h', t0 + 20, key('c'));
+          assert.equal(await store.purgeIdempotencyKeys(t0 - 1), 0);
+          assert.equal(await store.purgeIdempotencyKeys(t0 + 10), 2);
+          assert.equal(await store.purgeIdempotencyKeys(t0 + 10), 0);
+          assert.deepEqual(await claim(store, 'other', t0 + 30, key('b')), { state: 'claimed' }, 'nothing of the purged claim is left');
+          assert.deepEqual(await claim(store, 'other', t0 + 30, key('c')), { state: 'mismatch' });
+          assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 1, 'purging keeps the pets');
         }));
     });
 

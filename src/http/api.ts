@@ -11,6 +11,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { CursorCodec } from '../domain/cursor.ts';
+import { IdempotentCreates } from '../services/idempotent-creates.ts';
 import type { Store } from '../storage/store.ts';
 import type { Guard } from './guard.ts';
 import { serveOpenApi } from './openapi.ts';
@@ -64,7 +65,12 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   app.addHook('preParsing', continueAdmitted);
   const routes = new RouteTable(app);
   await app.register(listPets, { pets: store, cursors, pageCacheSize: options.pageCacheSize, pageCacheTtlMs: options.pageCacheTtlMs, now });
-  await app.register(createPet, { pets: store, now });
+  const creates = new IdempotentCreates({
+    store,
+    now,
+    onPurgeError: (err) => app.log.warn({ err }, 'purging expired idempotency keys failed'),
+  });
+  await app.register(createPet, { pets: store, creates });
   await app.register(getPet, { pets: store, now });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).

@@ -1,5 +1,5 @@
 /**
- * The storage contract. Every engine (sqlite/, later postgres/) implements it with the same
+ * The storage contract. Every engine (sqlite/, postgres/) implements it with the same
  * behaviour, checked by one contract test suite. Methods are async because remote engines are;
  * the embedded engine simply resolves at once.
  */
@@ -59,13 +59,8 @@ export type IdempotencyClaim =
   | { state: 'claimed' }
   | { state: 'in_flight' }
   | { state: 'mismatch' }
-  | { state: 'done'; response: StoredResponse };
-
-export interface StoredResponse {
-  status: number;
-  body: string;
-  location: string;
-}
+  /** An earlier request with the same payload created this pet. */
+  | { state: 'done'; pet: Pet };
 
 export interface IdempotencyScope {
   /** The API key's id: idempotency keys are scoped to the caller. */
@@ -74,19 +69,25 @@ export interface IdempotencyScope {
 }
 
 /**
- * Idempotent creates (the IETF Idempotency-Key draft). A claim is a durable row shared by every
- * instance: the first request for a key and caller claims it; the create and the stored response are
- * then committed in one transaction with the pet, so a retry after any failure either finds the
- * response or is free to create.
+ * Idempotent creates (the IETF Idempotency-Key draft), in domain terms: a claim is a durable row shared
+ * by every instance; the first request for a key and caller claims it, and the create records the new
+ * pet's id on the claim in the same transaction as the pet, so a retry after any failure either finds
+ * the pet or is free to create. Pets never change, so the pet found is the pet first created.
  */
 export interface IdempotencyStore {
   /**
    * Claims the key for a request whose payload hashes to requestHash. Claims older than expiresAfterMs
    * are forgotten; an unfinished claim older than staleAfterMs (its request died) is taken over.
    */
-  claimIdempotencyKey(scope: IdempotencyScope, requestHash: string, nowMs: number, expiresAfterMs: number, staleAfterMs: number): Promise<IdempotencyClaim>;
-  /** Creates the pet and stores the response render(pet) gives, in one transaction. */
-  createPetIdempotently(scope: IdempotencyScope, pet: NewPet, render: (pet: Pet) => StoredResponse): Promise<StoredResponse>;
+  claimIdempotencyKey(
+    scope: IdempotencyScope,
+    requestHash: string,
+    nowMs: number,
+    expiresAfterMs: number,
+    staleAfterMs: number,
+  ): Promise<IdempotencyClaim>;
+  /** Creates the pet and records its id on the claim, in one transaction. */
+  createPetIdempotently(scope: IdempotencyScope, pet: NewPet): Promise<Pet>;
   /** Drops an unfinished claim whose request failed, so a retry may create. */
   releaseIdempotencyKey(scope: IdempotencyScope): Promise<void>;
   /** Deletes every claim made at or before beforeMs (expired ones), so the table does not grow without end. */

@@ -2,13 +2,23 @@
  * Versioned schema migrations for PostgreSQL. Several instances may start at once, so the whole run
  * holds a transaction-scoped advisory lock: the first applies what is missing, the others wait and
  * then find nothing to do. DDL is transactional in PostgreSQL, so a failed version leaves no trace.
+ *
+ * Both engines have the same versions with the same names (sqlite/migrations.ts; a test compares the
+ * lists), so a version means one thing whichever engine recorded it. Append new versions; never edit
+ * a released one's SQL.
  */
 import type { Pool } from 'pg';
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
 
 /** An arbitrary constant naming this service's migration lock. */
 const MIGRATION_LOCK = 7_316_482_105;
 
-const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'pets, api keys, bans and instance settings',
@@ -48,7 +58,9 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   },
   {
     version: 2,
-    name: 'create tokens, to undo creates whose outcome was lost with the connection',
+    // Named for both engines with version 6; a database that recorded it earlier keeps the shorter name,
+    // which is harmless: the recorded versions, not their names, decide what runs.
+    name: 'create tokens, to undo creates whose outcome was lost with the connection (PostgreSQL only: SQLite has no connection to lose)',
     sql: `ALTER TABLE pets ADD COLUMN create_token text;`,
   },
   {
@@ -77,6 +89,20 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
     name: 'idempotency keys by age, for purging expired ones',
     sql: `CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
   },
+  {
+    version: 6,
+    name: 'idempotency keys name the created pet (pet_id) instead of storing its response',
+    // ->> gives the stored body's id as the digits it was written with, so the cast to bigint is exact
+    // over the whole int64 range. A finished response whose pet no longer exists cannot be replayed:
+    // its key is forgotten, as an expired one is, rather than left looking unfinished.
+    sql: `
+      ALTER TABLE idempotency_keys ADD COLUMN pet_id bigint REFERENCES pets (id);
+      UPDATE idempotency_keys SET pet_id = (body::json->>'id')::bigint
+        WHERE status IS NOT NULL AND (body::json->>'id')::bigint IN (SELECT id FROM pets);
+      DELETE FROM idempotency_keys WHERE status IS NOT NULL AND pet_id IS NULL;
+      ALTER TABLE idempotency_keys DROP COLUMN status, DROP COLUMN body, DROP COLUMN location;
+    `,
+  },
 ];
 
 export async function migrate(pool: Pool): Promise<void> {
@@ -86,15 +112,13 @@ export async function migrate(pool: Pool): Promise<void> {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
-    const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations');
-    for (const m of MIGRATIONS) {
-      if (m.version <= (rows[0]?.v ?? 0)) continue;
+    // Every version not recorded, in order, as on SQLite (where a renumbered database can lack one).
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const applied = new Set(rows.map((r) => r.version));
+    for (const m of POSTGRES_MIGRATIONS) {
+      if (applied.has(m.version)) continue;
       await client.query(m.sql);
-      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
-        m.version,
-        m.name,
-        Date.now(),
-      ]);
+      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
     }
     await client.query('COMMIT');
   } catch (err) {
@@ -105,4 +129,4 @@ export async function migrate(pool: Pool): Promise<void> {
   }
 }
 
-export const LATEST_POSTGRES_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+export const LATEST_POSTGRES_VERSION = POSTGRES_MIGRATIONS[POSTGRES_MIGRATIONS.length - 1]!.version;

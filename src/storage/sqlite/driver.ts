@@ -23,7 +23,9 @@ function load(): typeof NodeSqlite {
   try {
     const sqlite = process.getBuiltinModule('node:sqlite') as typeof NodeSqlite | undefined;
     if (sqlite === undefined) {
-      throw new Error(`SQLite needs Node.js 22.13 or newer, or node's --experimental-sqlite flag on 22.12 (this is Node.js ${process.version})`);
+      throw new Error(
+        `SQLite needs Node.js 22.13 or newer, or node's --experimental-sqlite flag on 22.12 (this is Node.js ${process.version})`,
+      );
     }
     return sqlite;
   } finally {
@@ -59,4 +61,15 @@ export function inWriteTransaction<T>(db: Database, work: () => T): T {
     }
     throw err;
   }
+}
+
+/**
+ * Makes a statement return integers as bigint, so no int64 above 2^53 loses precision: for pet
+ * columns. Elsewhere values are small, and node:sqlite throws rather than round one that is not. That
+ * includes the lastInsertRowid every run() reports, which is the connection's latest pet id after a
+ * create: statements run() on a connection that creates pets read bigints too.
+ */
+export function exact(statement: Statement): Statement {
+  statement.setReadBigInts(true);
+  return statement;
 }

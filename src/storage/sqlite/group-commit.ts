@@ -51,7 +51,10 @@ export class GroupCommit {
     }
     let created: Pet[];
     try {
-      created = batch.length === 1 ? [this.#insertOne(batch[0]!.pet)] : inWriteTransaction(this.#db, () => batch.map((p) => this.#insertOne(p.pet)));
+      created =
+        batch.length === 1
+          ? [this.#insertOne(batch[0]!.pet)]
+          : inWriteTransaction(this.#db, () => batch.map((p) => this.#insertOne(p.pet)));
     } catch (error) {
       if (batch.length === 1) return batch[0]!.reject(error);
       for (const p of batch) {

@@ -1,10 +1,21 @@
 /**
  * Versioned schema migrations for SQLite. Each entry runs once, in order, inside a transaction,
- * and is recorded in schema_migrations. Append new versions; never edit a released one.
+ * and is recorded in schema_migrations. Append new versions; never edit a released one's SQL. (Versions
+ * 2 to 5 took their numbers with version 6; renumberOldVersions moves a database recorded before.)
+ *
+ * Both engines have the same versions with the same names (postgres/migrations.ts; a test compares the
+ * lists), so a version means one thing whichever engine recorded it. A change one engine does not need
+ * is recorded there as a step with no SQL, and its name says so.
  */
 import { inWriteTransaction, type Database } from './driver.ts';
 
-const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'pets, api keys, bans and instance settings',
@@ -43,11 +54,16 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   },
   {
     version: 2,
+    name: 'create tokens, to undo creates whose outcome was lost with the connection (PostgreSQL only: SQLite has no connection to lose)',
+    sql: '',
+  },
+  {
+    version: 3,
     name: 'key expiry, for rotation with a grace period and for keys that end on a date',
     sql: `ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`,
   },
   {
-    version: 3,
+    version: 4,
     name: 'idempotency keys: the first response of a create, replayed for 24 hours',
     sql: `
       CREATE TABLE idempotency_keys (
@@ -63,11 +79,44 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
     `,
   },
   {
-    version: 4,
+    version: 5,
     name: 'idempotency keys by age, for purging expired ones',
     sql: `CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);`,
   },
+  {
+    version: 6,
+    name: 'idempotency keys name the created pet (pet_id) instead of storing its response',
+    // json_extract reads the stored body's id as an INTEGER, exact over the whole int64 range. A
+    // finished response whose pet no longer exists cannot be replayed: its key is forgotten, as an
+    // expired one is, rather than left looking unfinished.
+    sql: `
+      ALTER TABLE idempotency_keys ADD COLUMN pet_id INTEGER REFERENCES pets (id);
+      UPDATE idempotency_keys SET pet_id = json_extract(body, '$.id')
+        WHERE status IS NOT NULL AND json_extract(body, '$.id') IN (SELECT id FROM pets);
+      DELETE FROM idempotency_keys WHERE status IS NOT NULL AND pet_id IS NULL;
+      ALTER TABLE idempotency_keys DROP COLUMN status;
+      ALTER TABLE idempotency_keys DROP COLUMN body;
+      ALTER TABLE idempotency_keys DROP COLUMN location;
+    `,
+  },
 ];
+
+/** Version 2's recorded name in databases numbered before SQLite took PostgreSQL's version 2. */
+const OLD_VERSION_2 = 'key expiry, for rotation with a grace period and for keys that end on a date';
+
+/**
+ * SQLite once numbered its versions without PostgreSQL's version 2 (create tokens): its 2, 3 and 4
+ * are today's 3, 4 and 5. Such a database is recognised by the name it recorded for version 2; its
+ * rows move up by one, highest first so that none lands on a version not yet moved, and the step it
+ * never had is then applied like any other missing one.
+ */
+function renumberOldVersions(db: Database): void {
+  const second = db.prepare('SELECT name FROM schema_migrations WHERE version = 2').get() as { name: string } | undefined;
+  if (second?.name !== OLD_VERSION_2) return;
+  const moved = db.prepare('SELECT version FROM schema_migrations WHERE version >= 2 ORDER BY version DESC').all();
+  const move = db.prepare('UPDATE schema_migrations SET version = ? WHERE version = ?');
+  for (const { version } of moved as { version: number }[]) move.run(version + 1, version);
+}
 
 export function migrate(db: Database): void {
   // IMMEDIATE takes the write lock first (waiting up to busy_timeout), so two processes starting together
@@ -77,17 +126,17 @@ export function migrate(db: Database): void {
   inWriteTransaction(db, () => {
     db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-    const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null };
-    for (const m of MIGRATIONS) {
-      if (m.version <= (row.v ?? 0)) continue;
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
-        m.version,
-        m.name,
-        Date.now(),
-      );
+    renumberOldVersions(db);
+    // Every version not recorded, in order (not only those above the highest): a renumbered database
+    // lacks version 2 below versions it has.
+    const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
+    const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+    for (const m of SQLITE_MIGRATIONS) {
+      if (applied.has(m.version)) continue;
+      if (m.sql) db.exec(m.sql);
+      record.run(m.version, m.name, Date.now());
     }
   });
 }
 
-export const LATEST_SQLITE_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+export const LATEST_SQLITE_VERSION = SQLITE_MIGRATIONS[SQLITE_MIGRATIONS.length - 1]!.version;

@@ -1,0 +1,121 @@
+/**
+ * Pets on PostgreSQL: creates, lookups and keyset pages, each a named (prepared) statement, and the
+ * undoing of creates whose outcome was lost with the connection.
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { NewPet, Pet } from '../../domain/pet.ts';
+import { StorageUnavailableError } from '../errors.ts';
+import { toPet, type PetRow } from '../rows.ts';
+import type { ListPetsQuery, PetPageJson, PetStore } from '../store.ts';
+import type { Query } from './query.ts';
+
+export const PET_COLUMNS = 'id, name, category_id, status';
+
+/*
+ * One row per page: the page as compact JSON text (to_json escapes names; ids are exact int8
+ * text), the id of its last pet when full, and whether one more pet exists. $1 is the position
+ * and $2 the limit; one extra row is read to learn whether a next page exists.
+ */
+interface PageRow {
+  json: string;
+  last_id: string | null;
+  n: number;
+}
+const pageSql = (where: string) => `
+  WITH page AS (
+    SELECT id, name, category_id, status, row_number() OVER (ORDER BY id) AS rn
+    FROM (SELECT ${PET_COLUMNS} FROM pets WHERE ${where} ORDER BY id LIMIT $2::int + 1) p
+  )
+  SELECT '[' || coalesce(string_agg(
+           '{"id":' || id || ',"name":' || to_json(name)::text || ',"categoryId":' || category_id
+           || ',"status":"' || status || '"}', ',' ORDER BY id) FILTER (WHERE rn <= $2::int), '') || ']' AS json,
+         (max(id) FILTER (WHERE rn = $2::int))::text AS last_id,
+         count(*)::int AS n
+  FROM page`;
+
+/*
+ * A create whose connection fails after the INSERT was sent has an unknown outcome: PostgreSQL may
+ * have committed it. The client was told 503, so such a row must not stay. Each INSERT carries a
+ * one-time token; tokens of failed creates are deleted as soon as the database answers again.
+ */
+export class UnacknowledgedCreates {
+  readonly #pool: pg.Pool;
+  readonly #tokens = new Set<string>();
+  #undoTimer: NodeJS.Timeout | undefined;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  add(token: string): void {
+    this.#tokens.add(token);
+    this.#undoTimer ??= setInterval(() => void this.#undo(), 1000);
+  }
+
+  /** One last attempt before the pool ends. */
+  async close(): Promise<void> {
+    if (this.#tokens.size > 0) await this.#undo();
+    clearInterval(this.#undoTimer);
+  }
+
+  async #undo(): Promise<void> {
+    const tokens = [...this.#tokens];
+    try {
+      await this.#pool.query('DELETE FROM pets WHERE create_token = ANY($1)', [tokens]);
+      for (const t of tokens) this.#tokens.delete(t);
+    } catch {
+      // still unreachable: try again on the next tick
+    }
+    if (this.#tokens.size === 0) {
+      clearInterval(this.#undoTimer);
+      this.#undoTimer = undefined;
+    }
+  }
+}
+
+export function postgresPets(query: Query, unacknowledged: UnacknowledgedCreates): PetStore {
+  return {
+    fullPagesAreFinal: false,
+
+    async createPet(pet: NewPet): Promise<Pet> {
+      const token = randomUUID();
+      try {
+        const [row] = await query<PetRow>(
+          `INSERT INTO pets (name, category_id, status, create_token) VALUES ($1, $2, $3, $4) RETURNING ${PET_COLUMNS}`,
+          [pet.name, pet.categoryId.toString(), pet.status, token],
+          'create-pet',
+        );
+        return toPet(row!);
+      } catch (err) {
+        if (err instanceof StorageUnavailableError) unacknowledged.add(token);
+        throw err;
+      }
+    },
+
+    async getPet(id: bigint): Promise<Pet | undefined> {
+      const [row] = await query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`, [id.toString()], 'get-pet');
+      return row && toPet(row);
+    },
+
+    async listPets({ status, afterId, limit }: ListPetsQuery): Promise<Pet[]> {
+      const after = (afterId ?? 0n).toString();
+      const rows = status
+        ? await query<PetRow>(
+            `SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`,
+            [status, after, limit],
+            'list-by-status',
+          )
+        : await query<PetRow>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`, [after, limit], 'list-all');
+      return rows.map(toPet);
+    },
+
+    async listPetsJson({ status, afterId, limit }: ListPetsQuery): Promise<PetPageJson> {
+      const after = (afterId ?? 0n).toString();
+      const [row] = status
+        ? await query<PageRow>(pageSql('status = $3 AND id > $1'), [after, limit, status], 'list-json-by-status')
+        : await query<PageRow>(pageSql('id > $1'), [after, limit], 'list-json-all');
+      return { json: row!.json, lastId: row!.last_id === null ? undefined : BigInt(row!.last_id), more: row!.n > limit };
+    },
+  };
+}

@@ -1,0 +1,49 @@
+/** API keys on SQLite, each statement prepared once. */
+import type { ApiKey } from '../../domain/api-key.ts';
+import { toApiKey, type ApiKeyRow } from '../rows.ts';
+import type { KeyChanges, KeyStore, NewApiKey } from '../store.ts';
+import { exact, type Database } from './driver.ts';
+
+export function sqliteKeys(db: Database): KeyStore {
+  const insertKey = db.prepare(`INSERT INTO api_keys
+    (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at)
+    VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt)
+    RETURNING *`);
+  const selectKeyByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
+  const selectKeys = db.prepare('SELECT * FROM api_keys ORDER BY created_at, id');
+  const selectKeyById = db.prepare('SELECT * FROM api_keys WHERE id = ?');
+  const updateKeyRow = db.prepare(`UPDATE api_keys SET plan = @plan, per_minute = @perMinute, per_day = @perDay,
+    expires_at = @expiresAt WHERE id = @id RETURNING *`);
+  const revoke = exact(db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'));
+  return {
+    async createKey(key: NewApiKey): Promise<ApiKey> {
+      return toApiKey(insertKey.get({ ...key, createdAt: Date.now() }) as unknown as ApiKeyRow);
+    },
+
+    async findKeyByHash(hash: string): Promise<ApiKey | undefined> {
+      const row = selectKeyByHash.get(hash) as unknown as ApiKeyRow | undefined;
+      return row && toApiKey(row);
+    },
+
+    async listKeys(): Promise<ApiKey[]> {
+      return (selectKeys.all() as unknown as ApiKeyRow[]).map(toApiKey);
+    },
+
+    async updateKey(id: string, changes: KeyChanges): Promise<ApiKey | undefined> {
+      const current = selectKeyById.get(id) as unknown as ApiKeyRow | undefined;
+      if (!current) return undefined;
+      const row = updateKeyRow.get({
+        id,
+        plan: changes.plan ?? current.plan,
+        perMinute: changes.perMinute ?? current.per_minute,
+        perDay: changes.perDay ?? current.per_day,
+        expiresAt: changes.expiresAtMs === undefined ? current.expires_at : changes.expiresAtMs,
+      }) as unknown as ApiKeyRow;
+      return toApiKey(row);
+    },
+
+    async revokeKey(id: string): Promise<boolean> {
+      return Number(revoke.run(Date.now(), id).changes) > 0;
+    },
+  };
+}

@@ -1,0 +1,12 @@
+/** Instance settings on SQLite: the cursor secret every process on this file shares. */
+import type { Store } from '../store.ts';
+import type { Database } from './driver.ts';
+
+export function sqliteSettings(db: Database): Pick<Store, 'cursorSecret'> {
+  const selectSetting = db.prepare('SELECT value FROM settings WHERE name = ?');
+  return {
+    async cursorSecret(): Promise<string> {
+      return (selectSetting.get('cursor_secret') as { value: string }).value;
+    },
+  };
+}
