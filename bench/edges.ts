@@ -14,58 +14,28 @@
  *
  * Usage: node bench/edges.ts [rounds]   (3 rounds by default; min / median / max are printed)
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { keysCreate, startServerProcess } from '../test/support/processes.ts';
+import { openSocket } from '../test/support/raw-http.ts';
+import { tempDir } from '../test/support/temp.ts';
 
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const rounds = Number(process.argv[2] ?? 3);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-function run(args: string[], env: Record<string, string>, cwd: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd, env: { ...process.env, ...env } });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.on('exit', (code) => (code === 0 ? resolve(out.trim().split('\n').at(-1)!) : reject(new Error(`${args.join(' ')} exited ${code}`))));
-  });
-}
-
 async function serve(env: Record<string, string>): Promise<{ port: number; child: ChildProcess; key: string; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-edges-'));
-  const port = await freePort();
-  const key = await run(['keys', 'create', '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '100000000'], { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, dir);
-  const child = spawn(process.execPath, [CLI, 'serve'], {
-    cwd: dir,
-    env: { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', ...env },
-    stdio: 'ignore',
-  });
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break;
-    } catch {
-      if (i > 200) throw new Error('server did not start');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const dir = tempDir();
+  const database = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` };
+  const key = await keysCreate(database, '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '100000000');
+  const server = await startServerProcess({ ...database, LOG_LEVEL: 'error', ...env });
   return {
-    port,
-    child,
+    port: Number(new URL(server.url).port),
+    child: server.child,
     key,
     async stop() {
-      child.kill('SIGKILL');
-      await new Promise((r) => child.once('exit', r));
+      server.child.kill('SIGKILL');
+      await server.exited;
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -74,11 +44,9 @@ async function serve(env: Record<string, string>): Promise<{ port: number; child
 const procField = (pid: number, file: string, field: string): number =>
   Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/${file}`, 'utf8'))![1]);
 
+/** A connection from localAddress, or undefined when none could be made (the run counts what it holds). */
 function open(port: number, localAddress: string): Promise<Socket | undefined> {
-  return new Promise((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
-    socket.once('error', () => resolve(undefined));
-  });
+  return openSocket(`http://127.0.0.1:${port}`, { localAddress }).catch(() => undefined);
 }
 
 /** One cheap request on a socket; resolves true when answered, false when the connection closed first. */

@@ -4,45 +4,30 @@
  * directory, so nothing depends on a build.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
-import { tempDir } from './helpers.ts';
-import { freePort } from './process.ts';
-
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
-
-/** Every variable the configuration reads: removed from the inherited environment so the host cannot leak in. */
-const CONFIG_VARIABLES = [
-  'DATABASE_URL',
-  'PETSTORE_ENV',
-  'PORT',
-  'HOST',
-  'REDIS_URL',
-  'REDIS_KEY_PREFIX',
-  'LOG_LEVEL',
-  'TRUST_PROXY',
-  'SQLITE_SYNCHRONOUS',
-  'KEY_CACHE_TTL_MS',
-  'ANONYMOUS_RATE_LIMIT_PER_MINUTE',
-  'BAN_THRESHOLD',
-  'BAN_DURATION_SECONDS',
-  'BAN_GRACE_MS',
-  'MAX_CONNECTIONS_PER_ADDRESS',
-  'METRICS_TOKEN',
-  'METRICS_PORT',
-  'METRICS_HOST',
-];
+import {
+  explain,
+  exitWithin,
+  freePort,
+  keysCreateJson,
+  lastLine,
+  runCli,
+  startServerProcess,
+  type CliResult,
+  type CreatedKey,
+  type EnvOverrides,
+} from './support/processes.ts';
+import { tempDir } from './support/temp.ts';
 
 interface Sandbox {
   dir: string;
   dbPath: string;
-  /** The child's environment: process.env without configuration, plus DATABASE_URL for this sandbox. */
-  env(extra?: Record<string, string>): NodeJS.ProcessEnv;
+  /** The child's environment on top of cliEnv's (which removes every configuration variable): this sandbox's DATABASE_URL. */
+  env(extra?: EnvOverrides): EnvOverrides;
 }
 
 function sandbox(): Sandbox {
@@ -52,9 +37,7 @@ function sandbox(): Sandbox {
     dir,
     dbPath,
     env(extra = {}) {
-      const env: NodeJS.ProcessEnv = { ...process.env };
-      for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete env[name];
-      return { ...env, DATABASE_URL: `sqlite:${dbPath}`, ...extra };
+      return { DATABASE_URL: `sqlite:${dbPath}`, ...extra };
     },
   };
 }
@@ -69,72 +52,19 @@ async function inSandbox(body: (box: Sandbox) => Promise<void>): Promise<void> {
   }
 }
 
-/** The CLI reads a .env in its working directory; by default it runs where there is none. */
-function spawnCli(args: string[], env: NodeJS.ProcessEnv, cwd = tmpdir()): ChildProcess {
-  return spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI to completion; a run that outlives timeoutMs (say, a server that started) is killed and reported. */
-async function cli(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 15_000, cwd?: string): Promise<CliResult> {
-  const child = spawnCli(args, env, cwd);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    child.kill('SIGKILL');
-  }, timeoutMs);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (c, s) => resolve([c, s]));
-  });
-  clearTimeout(timer);
-  if (timedOut) throw new Error(`petstore ${args.join(' ')} still running after ${timeoutMs} ms; stdout: ${stdout} stderr: ${stderr}`);
-  return { code, signal, stdout, stderr };
-}
-
-function explain(args: string[], r: CliResult): string {
-  return `petstore ${args.join(' ')} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
-}
-
-async function ok(args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
-  const r = await cli(args, env);
+async function ok(args: string[], env: EnvOverrides): Promise<CliResult> {
+  const r = await runCli(args, env);
   assert.equal(r.code, 0, explain(args, r));
   return r;
 }
 
 /** Asserts exit status 1 with a message on stderr and nothing on stdout; returns stderr. */
-async function fails(args: string[], env: NodeJS.ProcessEnv, message: RegExp): Promise<string> {
-  const r = await cli(args, env);
+async function fails(args: string[], env: EnvOverrides, message: RegExp): Promise<string> {
+  const r = await runCli(args, env);
   assert.equal(r.code, 1, explain(args, r));
   assert.match(r.stderr, message, explain(args, r));
   assert.equal(r.stdout, '', explain(args, r));
   return r.stderr;
-}
-
-function lastLine(output: string): string {
-  const lines = output.trimEnd().split('\n');
-  return lines[lines.length - 1]!;
-}
-
-interface CreatedKey {
-  id: string;
-  key: string;
-  prefix: string;
-  plan: string;
-  environment: string;
-  rpm: number;
-  rpd: number;
-  label: string | null;
 }
 
 interface ListedKey {
@@ -151,481 +81,426 @@ interface ListedKey {
   expiresAt: string | null;
 }
 
-async function createKeyJson(env: NodeJS.ProcessEnv, args: string[] = ['--plan', 'free']): Promise<CreatedKey> {
-  const r = await ok(['keys', 'create', ...args, '--json'], env);
-  return JSON.parse(lastLine(r.stdout)) as CreatedKey;
-}
-
-async function listJson(env: NodeJS.ProcessEnv): Promise<ListedKey[]> {
+async function listJson(env: EnvOverrides): Promise<ListedKey[]> {
   const r = await ok(['keys', 'list', '--json'], env);
   const rows: unknown = JSON.parse(lastLine(r.stdout));
   assert.ok(Array.isArray(rows), `keys list --json printed ${r.stdout}`);
   return rows as ListedKey[];
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-// ---------------------------------------------------------------------------------------------------
-// keys create
-
-test('keys create --plan free prints the key alone on the last line: pet_live_ in production, pet_test_ in staging', async () => {
-  await inSandbox(async (box) => {
-    const [live, staging] = await Promise.all([
-      ok(['keys', 'create', '--plan', 'free'], box.env()),
-      ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' })),
-    ]);
-    const liveKey = lastLine(live.stdout);
-    assert.match(liveKey, /^pet_live_[A-Za-z0-9_-]{43}$/, live.stdout);
-    assert.equal(live.stderr, '');
-    // The lines before it are prose for the operator; the key appears only on the last one.
-    assert.equal(live.stdout.split(liveKey).length, 2, 'the key is printed exactly once');
-
-    const testKey = lastLine(staging.stdout);
-    assert.match(testKey, /^pet_test_[A-Za-z0-9_-]{43}$/, staging.stdout);
-    assert.notEqual(testKey.slice(9), liveKey.slice(9));
-  });
-});
-
-test('keys create --plan pro --label shop --json prints one JSON object with the pro limits on the last line', async () => {
-  await inSandbox(async (box) => {
-    const r = await ok(['keys', 'create', '--plan', 'pro', '--label', 'shop', '--json'], box.env());
-    assert.equal(r.stdout.trimEnd().split('\n').length, 1, `only the JSON object is printed: ${r.stdout}`);
-    const created = JSON.parse(lastLine(r.stdout)) as CreatedKey;
-    assert.match(created.id, /^key_[0-9a-f]+$/);
-    assert.match(created.key, /^pet_live_/);
-    assert.equal(created.plan, 'pro');
-    assert.equal(created.environment, 'production');
-    assert.equal(created.rpm, 300);
-    assert.equal(created.rpd, 10_000);
-    assert.equal(created.label, 'shop');
-    assert.ok(created.key.startsWith(created.prefix), 'the prefix is the start of the key');
-    assert.ok(created.prefix.length < created.key.length);
-  });
-});
-
-test('keys create --plan enterprise takes --rpm and --rpd; missing or misplaced limits, unknown and missing plans exit 1', async () => {
-  await inSandbox(async (box) => {
-    const created = await createKeyJson(box.env(), ['--plan', 'enterprise', '--rpm', '5000', '--rpd', '200000']);
-    assert.equal(created.plan, 'enterprise');
-    assert.equal(created.rpm, 5000);
-    assert.equal(created.rpd, 200_000);
-
-    const env = box.env();
-    await Promise.all([
-      fails(['keys', 'create', '--plan', 'enterprise', '--json'], env, /--plan enterprise needs --rpm N and --rpd N/),
-      fails(['keys', 'create', '--plan', 'pro', '--rpm', '5000', '--json'], env, /--rpm and --rpd apply only to --plan enterprise/),
-      fails(['keys', 'create', '--plan', 'platinum', '--json'], env, /--plan must be free, pro, business or enterprise, got "platinum"/),
-      fails(['keys', 'create', '--label', 'shop', '--json'], env, /--plan is required/),
-    ]);
-  });
-});
-
-// ---------------------------------------------------------------------------------------------------
-// keys list
-
-test('keys list shows created keys by prefix, as a table and as JSON, and never prints a full key', async () => {
-  await inSandbox(async (box) => {
-    const [free, business] = await Promise.all([
-      createKeyJson(box.env(), ['--plan', 'free', '--label', 'first']),
-      createKeyJson(box.env(), ['--plan', 'business']),
-    ]);
-
-    const [table, json] = await Promise.all([ok(['keys', 'list'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
-    const lines = table.stdout.trimEnd().split('\n');
-    assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+EXPIRES\s+LABEL$/);
-    assert.equal(lines.length, 3, table.stdout);
-    const freeLine = lines.find((l) => l.startsWith(free.id));
-    const businessLine = lines.find((l) => l.startsWith(business.id));
-    assert.ok(freeLine, table.stdout);
-    assert.ok(businessLine, table.stdout);
-    assert.match(freeLine, new RegExp(`${free.prefix}…\\s+production\\s+free\\s+60\\s+1000\\s+active\\s+\\S+\\s+never\\s+first$`));
-    assert.match(businessLine, new RegExp(`${business.prefix}…\\s+production\\s+business\\s+1000\\s+100000\\s+active`));
-
-    const rows = JSON.parse(lastLine(json.stdout)) as ListedKey[];
-    assert.equal(rows.length, 2);
-    for (const [row, created] of [
-      [rows.find((r) => r.id === free.id), free],
-      [rows.find((r) => r.id === business.id), business],
-    ] as const) {
-      assert.ok(row, json.stdout);
-      assert.equal(row.plan, created.plan);
-      assert.equal(row.prefix, created.prefix);
-      assert.equal(row.revokedAt, null);
-      assert.equal(row.bannedUntil, null);
-      assert.ok('revokedAt' in row && 'bannedUntil' in row);
-      assert.ok(!Number.isNaN(Date.parse(row.createdAt)));
-      assert.ok(!('key' in row), 'list has no key field');
-      assert.ok(!('hash' in row), 'list has no hash field');
-    }
-
-    for (const output of [table.stdout, json.stdout]) {
-      for (const created of [free, business]) {
-        assert.ok(!output.includes(created.key), 'the full key appeared in keys list');
-        // Not even a longer piece of the secret than the prefix.
-        assert.ok(!output.includes(created.key.slice(0, created.prefix.length + 1)), 'more than the prefix appeared');
-        assert.ok(output.includes(created.prefix));
-      }
-    }
-  });
-});
-
-// ---------------------------------------------------------------------------------------------------
-// keys revoke
-
-test('keys revoke ID revokes once; revoking again or an unknown ID exits 1', async () => {
-  await inSandbox(async (box) => {
-    const doomed = await createKeyJson(box.env());
-
-    const revoked = await ok(['keys', 'revoke', doomed.id], box.env());
-    assert.match(revoked.stdout, new RegExp(`Revoked ${doomed.id}`));
-
-    const rows = await listJson(box.env());
-    const row = rows.find((r) => r.id === doomed.id);
-    assert.ok(row);
-    assert.ok(row.revokedAt !== null && !Number.isNaN(Date.parse(row.revokedAt)), `revokedAt: ${row.revokedAt}`);
-    assert.equal(row.bannedUntil, null);
-
-    await Promise.all([
-      fails(['keys', 'revoke', doomed.id], box.env(), new RegExp(`no active key with ID ${doomed.id}`)),
-      fails(['keys', 'revoke', 'key_0000000000000000'], box.env(), /no active key with ID key_0000000000000000/),
-    ]);
-  });
-});
-
-// ---------------------------------------------------------------------------------------------------
-// keys rotate, plan, expire
-
-test('keys rotate issues a replacement with the same plan and sets the old key to expire after the grace', async () => {
-  await inSandbox(async (box) => {
-    const old = await createKeyJson(box.env(), ['--plan', 'pro', '--label', 'shop']);
-    const before = Date.now();
-    const rotated = await ok(['keys', 'rotate', old.id, '--grace', '2h', '--json'], box.env());
-    const fresh = JSON.parse(rotated.stdout.trim().split('\n').at(-1)!);
-    assert.match(fresh.key, /^pet_live_/);
-    assert.deepEqual([fresh.plan, fresh.rpm, fresh.label, fresh.replaces], ['pro', old.rpm, 'shop', old.id]);
-    const expiry = Date.parse(fresh.replacedExpiresAt);
-    assert.ok(expiry >= before + 2 * 3_600_000 && expiry <= Date.now() + 2 * 3_600_000);
-    const rows = await listJson(box.env());
-    assert.equal(rows.find((r) => r.id === old.id)!.expiresAt, fresh.replacedExpiresAt);
-    assert.equal(rows.find((r) => r.id === fresh.id)!.expiresAt, null);
-    await Promise.all([
-      fails(['keys', 'rotate', old.id, '--grace', '3 hours'], box.env(), /--grace must be a duration/),
-      fails(['keys', 'rotate', 'key_0000000000000000'], box.env(), /no key with ID key_0000000000000000/),
-    ]);
-  });
-});
-
-test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 1', async () => {
-  await inSandbox(async (box) => {
-    const key = await createKeyJson(box.env());
-    const changed = JSON.parse((await ok(['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '5000', '--rpd', '90000', '--json'], box.env())).stdout);
-    assert.deepEqual([changed.plan, changed.rpm, changed.rpd], ['enterprise', 5000, 90000]);
-    const dated = await ok(['keys', 'expire', key.id, '--at', '2030-01-31T00:00:00Z'], box.env());
-    assert.match(dated.stdout, /expires at 2030-01-31T00:00:00.000Z/);
-    assert.match((await ok(['keys', 'list'], box.env())).stdout, /2030-01-31T00:00:00.000Z/);
-    await ok(['keys', 'expire', key.id, '--never'], box.env());
-    assert.equal((await listJson(box.env())).find((r) => r.id === key.id)!.expiresAt, null);
-    await Promise.all([
-      fails(['keys', 'plan', key.id, '--plan', 'gold'], box.env(), /--plan must be/),
-      fails(['keys', 'expire', key.id, '--at', 'tomorrow'], box.env(), /--at must be an ISO 8601 timestamp/),
-      fails(['keys', 'expire', key.id], box.env(), /exactly one of --at TIMESTAMP and --never/),
-      fails(['keys', 'plan', 'key_0000000000000000', '--plan', 'pro'], box.env(), /no key with ID/),
-    ]);
-  });
-});
-
-test('keys list shows an expired key as expired, and keys rotate refuses it', async () => {
-  await inSandbox(async (box) => {
-    const key = await createKeyJson(box.env());
-    await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'], box.env());
-    const table = (await ok(['keys', 'list'], box.env())).stdout;
-    const row = table.split('\n').find((line) => line.startsWith(key.id))!;
-    assert.match(row, /expired 2020-01-01T00:00:00.000Z/);
-    assert.doesNotMatch(row, /active/);
-    await fails(['keys', 'rotate', key.id], box.env(), new RegExp(`key ${key.id} expired at 2020-01-01T00:00:00.000Z; create a new key instead`));
-    assert.equal((await listJson(box.env())).length, 1, 'no replacement was created');
-  });
-});
-
-// ---------------------------------------------------------------------------------------------------
-// keys unban
-
-function insertBan(dbPath: string, keyId: string, bannedUntilMs: number): void {
-  const db = new DatabaseSync(dbPath);
-  try {
-    db.exec('PRAGMA busy_timeout = 5000');
-    db.prepare('INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)').run(keyId, bannedUntilMs, Date.now());
-  } finally {
-    db.close();
-  }
-}
-
-function banRows(dbPath: string): number {
-  const db = new DatabaseSync(dbPath, { readOnly: true });
-  try {
-    return db.prepare('SELECT count(*) AS n FROM bans').get()!.n as number;
-  } finally {
-    db.close();
-  }
-}
-
-test('keys unban ID exits 1 for a key that is not banned, and lifts a ban that is in force', async () => {
-  await inSandbox(async (box) => {
-    const key = await createKeyJson(box.env());
-    await fails(['keys', 'unban', key.id], box.env(), new RegExp(`key ${key.id} is not banned`));
-
-    const until = Date.now() + 15 * 60_000;
-    insertBan(box.dbPath, key.id, until);
-
-    const banned = await listJson(box.env());
-    assert.equal(banned.find((r) => r.id === key.id)?.bannedUntil, new Date(until).toISOString());
-    assert.equal(banned.find((r) => r.id === key.id)?.revokedAt, null);
-
-    const lifted = await ok(['keys', 'unban', key.id], box.env());
-    assert.match(lifted.stdout, new RegExp(`Lifted the ban on ${key.id}`));
-    assert.equal(banRows(box.dbPath), 0, 'the ban row is gone');
-  });
-});
-
-test(
-  'keys unban ID of a key whose ban has already ended exits 1 (it is not banned)',
-  async () => {
+describe('keys create', () => {
+  test('keys create --plan free prints the key alone on the last line: pet_live_ in production, pet_test_ in staging', async () => {
     await inSandbox(async (box) => {
-      const key = await createKeyJson(box.env());
+      const [live, staging] = await Promise.all([
+        ok(['keys', 'create', '--plan', 'free'], box.env()),
+        ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' })),
+      ]);
+      const liveKey = lastLine(live.stdout);
+      assert.match(liveKey, /^pet_live_[A-Za-z0-9_-]{43}$/, live.stdout);
+      assert.equal(live.stderr, '');
+      // The lines before it are prose for the operator; the key appears only on the last one.
+      assert.equal(live.stdout.split(liveKey).length, 2, 'the key is printed exactly once');
+
+      const testKey = lastLine(staging.stdout);
+      assert.match(testKey, /^pet_test_[A-Za-z0-9_-]{43}$/, staging.stdout);
+      assert.notEqual(testKey.slice(9), liveKey.slice(9));
+    });
+  });
+
+  test('keys create --plan pro --label shop --json prints one JSON object with the pro limits on the last line', async () => {
+    await inSandbox(async (box) => {
+      const r = await ok(['keys', 'create', '--plan', 'pro', '--label', 'shop', '--json'], box.env());
+      assert.equal(r.stdout.trimEnd().split('\n').length, 1, `only the JSON object is printed: ${r.stdout}`);
+      const created = JSON.parse(lastLine(r.stdout)) as CreatedKey;
+      assert.match(created.id, /^key_[0-9a-f]+$/);
+      assert.match(created.key, /^pet_live_/);
+      assert.equal(created.plan, 'pro');
+      assert.equal(created.environment, 'production');
+      assert.equal(created.rpm, 300);
+      assert.equal(created.rpd, 10_000);
+      assert.equal(created.label, 'shop');
+      assert.ok(created.key.startsWith(created.prefix), 'the prefix is the start of the key');
+      assert.ok(created.prefix.length < created.key.length);
+    });
+  });
+
+  test('keys create --plan enterprise takes --rpm and --rpd; missing or misplaced limits, unknown and missing plans exit 1', async () => {
+    await inSandbox(async (box) => {
+      const created = await keysCreateJson(box.env(), '--plan', 'enterprise', '--rpm', '5000', '--rpd', '200000');
+      assert.equal(created.plan, 'enterprise');
+      assert.equal(created.rpm, 5000);
+      assert.equal(created.rpd, 200_000);
+
+      const env = box.env();
+      await Promise.all([
+        fails(['keys', 'create', '--plan', 'enterprise', '--json'], env, /--plan enterprise needs --rpm N and --rpd N/),
+        fails(['keys', 'create', '--plan', 'pro', '--rpm', '5000', '--json'], env, /--rpm and --rpd apply only to --plan enterprise/),
+        fails(['keys', 'create', '--plan', 'platinum', '--json'], env, /--plan must be free, pro, business or enterprise, got "platinum"/),
+        fails(['keys', 'create', '--label', 'shop', '--json'], env, /--plan is required/),
+      ]);
+    });
+  });
+});
+
+describe('keys list', () => {
+  test('keys list shows created keys by prefix, as a table and as JSON, and never prints a full key', async () => {
+    await inSandbox(async (box) => {
+      const [free, business] = await Promise.all([
+        keysCreateJson(box.env(), '--plan', 'free', '--label', 'first'),
+        keysCreateJson(box.env(), '--plan', 'business'),
+      ]);
+
+      const [table, json] = await Promise.all([ok(['keys', 'list'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
+      const lines = table.stdout.trimEnd().split('\n');
+      assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+EXPIRES\s+LABEL$/);
+      assert.equal(lines.length, 3, table.stdout);
+      const freeLine = lines.find((l) => l.startsWith(free.id));
+      const businessLine = lines.find((l) => l.startsWith(business.id));
+      assert.ok(freeLine, table.stdout);
+      assert.ok(businessLine, table.stdout);
+      assert.match(freeLine, new RegExp(`${free.prefix}…\\s+production\\s+free\\s+60\\s+1000\\s+active\\s+\\S+\\s+never\\s+first$`));
+      assert.match(businessLine, new RegExp(`${business.prefix}…\\s+production\\s+business\\s+1000\\s+100000\\s+active`));
+
+      const rows = JSON.parse(lastLine(json.stdout)) as ListedKey[];
+      assert.equal(rows.length, 2);
+      for (const [row, created] of [
+        [rows.find((r) => r.id === free.id), free],
+        [rows.find((r) => r.id === business.id), business],
+      ] as const) {
+        assert.ok(row, json.stdout);
+        assert.equal(row.plan, created.plan);
+        assert.equal(row.prefix, created.prefix);
+        assert.equal(row.revokedAt, null);
+        assert.equal(row.bannedUntil, null);
+        assert.ok('revokedAt' in row && 'bannedUntil' in row);
+        assert.ok(!Number.isNaN(Date.parse(row.createdAt)));
+        assert.ok(!('key' in row), 'list has no key field');
+        assert.ok(!('hash' in row), 'list has no hash field');
+      }
+
+      for (const output of [table.stdout, json.stdout]) {
+        for (const created of [free, business]) {
+          assert.ok(!output.includes(created.key), 'the full key appeared in keys list');
+          // Not even a longer piece of the secret than the prefix.
+          assert.ok(!output.includes(created.key.slice(0, created.prefix.length + 1)), 'more than the prefix appeared');
+          assert.ok(output.includes(created.prefix));
+        }
+      }
+    });
+  });
+
+  test('keys list shows an expired key as expired, and keys rotate refuses it', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
+      await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'], box.env());
+      const table = (await ok(['keys', 'list'], box.env())).stdout;
+      const row = table.split('\n').find((line) => line.startsWith(key.id))!;
+      assert.match(row, /expired 2020-01-01T00:00:00.000Z/);
+      assert.doesNotMatch(row, /active/);
+      const refusal = new RegExp(`key ${key.id} expired at 2020-01-01T00:00:00.000Z; create a new key instead`);
+      await fails(['keys', 'rotate', key.id], box.env(), refusal);
+      assert.equal((await listJson(box.env())).length, 1, 'no replacement was created');
+    });
+  });
+});
+
+describe('keys revoke, rotate, plan and expire', () => {
+  test('keys revoke ID revokes once; revoking again or an unknown ID exits 1', async () => {
+    await inSandbox(async (box) => {
+      const doomed = await keysCreateJson(box.env(), '--plan', 'free');
+
+      const revoked = await ok(['keys', 'revoke', doomed.id], box.env());
+      assert.match(revoked.stdout, new RegExp(`Revoked ${doomed.id}`));
+
+      const rows = await listJson(box.env());
+      const row = rows.find((r) => r.id === doomed.id);
+      assert.ok(row);
+      assert.ok(row.revokedAt !== null && !Number.isNaN(Date.parse(row.revokedAt)), `revokedAt: ${row.revokedAt}`);
+      assert.equal(row.bannedUntil, null);
+
+      await Promise.all([
+        fails(['keys', 'revoke', doomed.id], box.env(), new RegExp(`no active key with ID ${doomed.id}`)),
+        fails(['keys', 'revoke', 'key_0000000000000000'], box.env(), /no active key with ID key_0000000000000000/),
+      ]);
+    });
+  });
+
+  test('keys rotate issues a replacement with the same plan and sets the old key to expire after the grace', async () => {
+    await inSandbox(async (box) => {
+      const old = await keysCreateJson(box.env(), '--plan', 'pro', '--label', 'shop');
+      const before = Date.now();
+      const rotated = await ok(['keys', 'rotate', old.id, '--grace', '2h', '--json'], box.env());
+      const fresh = JSON.parse(lastLine(rotated.stdout));
+      assert.match(fresh.key, /^pet_live_/);
+      assert.deepEqual([fresh.plan, fresh.rpm, fresh.label, fresh.replaces], ['pro', old.rpm, 'shop', old.id]);
+      const expiry = Date.parse(fresh.replacedExpiresAt);
+      assert.ok(expiry >= before + 2 * 3_600_000 && expiry <= Date.now() + 2 * 3_600_000);
+      const rows = await listJson(box.env());
+      assert.equal(rows.find((r) => r.id === old.id)!.expiresAt, fresh.replacedExpiresAt);
+      assert.equal(rows.find((r) => r.id === fresh.id)!.expiresAt, null);
+      await Promise.all([
+        fails(['keys', 'rotate', old.id, '--grace', '3 hours'], box.env(), /--grace must be a duration/),
+        fails(['keys', 'rotate', 'key_0000000000000000'], box.env(), /no key with ID key_0000000000000000/),
+      ]);
+    });
+  });
+
+  test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 1', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
+      const planArgs = ['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '5000', '--rpd', '90000', '--json'];
+      const changed = JSON.parse((await ok(planArgs, box.env())).stdout);
+      assert.deepEqual([changed.plan, changed.rpm, changed.rpd], ['enterprise', 5000, 90000]);
+      const dated = await ok(['keys', 'expire', key.id, '--at', '2030-01-31T00:00:00Z'], box.env());
+      assert.match(dated.stdout, /expires at 2030-01-31T00:00:00.000Z/);
+      assert.match((await ok(['keys', 'list'], box.env())).stdout, /2030-01-31T00:00:00.000Z/);
+      await ok(['keys', 'expire', key.id, '--never'], box.env());
+      assert.equal((await listJson(box.env())).find((r) => r.id === key.id)!.expiresAt, null);
+      await Promise.all([
+        fails(['keys', 'plan', key.id, '--plan', 'gold'], box.env(), /--plan must be/),
+        fails(['keys', 'expire', key.id, '--at', 'tomorrow'], box.env(), /--at must be an ISO 8601 timestamp/),
+        fails(['keys', 'expire', key.id], box.env(), /exactly one of --at TIMESTAMP and --never/),
+        fails(['keys', 'plan', 'key_0000000000000000', '--plan', 'pro'], box.env(), /no key with ID/),
+      ]);
+    });
+  });
+});
+
+describe('keys unban', () => {
+  function insertBan(dbPath: string, keyId: string, bannedUntilMs: number): void {
+    const db = new DatabaseSync(dbPath);
+    try {
+      db.exec('PRAGMA busy_timeout = 5000');
+      db.prepare('INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)').run(keyId, bannedUntilMs, Date.now());
+    } finally {
+      db.close();
+    }
+  }
+
+  function banRows(dbPath: string): number {
+    const db = new DatabaseSync(dbPath, { readOnly: true });
+    try {
+      return db.prepare('SELECT count(*) AS n FROM bans').get()!.n as number;
+    } finally {
+      db.close();
+    }
+  }
+
+  test('keys unban ID exits 1 for a key that is not banned, and lifts a ban that is in force', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
+      await fails(['keys', 'unban', key.id], box.env(), new RegExp(`key ${key.id} is not banned`));
+
+      const until = Date.now() + 15 * 60_000;
+      insertBan(box.dbPath, key.id, until);
+
+      const banned = await listJson(box.env());
+      assert.equal(banned.find((r) => r.id === key.id)?.bannedUntil, new Date(until).toISOString());
+      assert.equal(banned.find((r) => r.id === key.id)?.revokedAt, null);
+
+      const lifted = await ok(['keys', 'unban', key.id], box.env());
+      assert.match(lifted.stdout, new RegExp(`Lifted the ban on ${key.id}`));
+      assert.equal(banRows(box.dbPath), 0, 'the ban row is gone');
+    });
+  });
+
+  test('keys unban ID of a key whose ban has already ended exits 1 (it is not banned)', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
       // keys list (and the server) treat a ban row whose end has passed as no ban at all...
       insertBan(box.dbPath, key.id, Date.now() - 60_000);
       // ...so unban should say so, as it does for a key that was never banned.
       await fails(['keys', 'unban', key.id], box.env(), /is not banned/);
     });
-  },
-);
-
-// ---------------------------------------------------------------------------------------------------
-// configuration errors
-
-const BAD_CONFIGURATIONS: { variable: string; value: string }[] = [
-  { variable: 'PORT', value: 'abc' },
-  { variable: 'PORT', value: '70000' },
-  { variable: 'PETSTORE_ENV', value: 'dev' },
-  { variable: 'LOG_LEVEL', value: 'loud' },
-  { variable: 'DATABASE_URL', value: 'mysql://x' },
-  { variable: 'SQLITE_SYNCHRONOUS', value: 'maybe' },
-  { variable: 'TRUST_PROXY', value: 'yes-please' },
-  { variable: 'TRUST_PROXY', value: 'true' },
-  { variable: 'METRICS_PORT', value: 'abc' },
-];
-
-function assertOneConfigLine(r: CliResult, variable: string, context: string): string {
-  assert.equal(r.code, 1, context);
-  assert.equal(r.stdout, '', context);
-  assert.ok(r.stderr.endsWith('\n'), context);
-  const lines = r.stderr.slice(0, -1).split('\n');
-  assert.equal(lines.length, 1, `exactly one line on stderr: ${context}`);
-  assert.match(lines[0]!, /^petstore: configuration error: /, context);
-  assert.ok(lines[0]!.includes(variable), `the message names ${variable}: ${context}`);
-  return lines[0]!;
-}
-
-test('each bad configuration value makes serve and keys list exit 1 with one stderr line naming the variable', async () => {
-  await inSandbox(async (box) => {
-    // A port that is free, so a serve that wrongly accepted its configuration would not collide with anything
-    // (and is killed by cli()'s time limit, failing the test).
-    const port = String(await freePort());
-    const runs = BAD_CONFIGURATIONS.flatMap(({ variable, value }) =>
-      [['serve'], ['keys', 'list']].map(async (args) => {
-        const env = box.env({ PORT: port, HOST: '127.0.0.1', [variable]: value });
-        const r = await cli(args, env, 20_000);
-        const context = `${variable}=${value} petstore ${args.join(' ')}\n${explain(args, r)}`;
-        const line = assertOneConfigLine(r, variable, context);
-        if (variable !== 'DATABASE_URL') assert.ok(line.includes(value), `the message shows the bad value: ${context}`);
-      }),
-    );
-    await Promise.all(runs);
   });
 });
 
-test(
-  'a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY',
-  async () => {
+describe('serve', () => {
+  async function get(url: string, key?: string): Promise<{ status: number; body: unknown }> {
+    const res = await fetch(url, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } });
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    return { status: res.status, body };
+  }
+
+  test(
+    'petstore serve answers the probes, logs JSON lines, honours CLI key changes at once, and exits 0 on SIGTERM',
+    { timeout: 40_000 },
+    async () => {
+      await inSandbox(async (box) => {
+        const server = await startServerProcess(box.env());
+        try {
+          const health = await get(`${server.url}/healthz`);
+          assert.equal(health.status, 200);
+          assert.deepEqual(health.body, { status: 'ok' });
+          const ready = await get(`${server.url}/readyz`);
+          assert.equal(ready.status, 200, JSON.stringify(ready.body));
+          assert.deepEqual(ready.body, { status: 'ready', storage: 'sqlite' });
+
+          // Without a key: 401.
+          assert.equal((await get(`${server.url}/v1/pets`)).status, 401);
+
+          // A key created by the CLI while the server runs works on the very next request.
+          const created = await keysCreateJson(box.env(), '--plan', 'pro');
+          const first = await get(`${server.url}/v1/pets`, created.key);
+          assert.equal(first.status, 200, JSON.stringify(first.body));
+          assert.ok(Array.isArray(first.body), JSON.stringify(first.body));
+
+          // A key of the other environment is refused by this production server.
+          const staging = await keysCreateJson(box.env({ PETSTORE_ENV: 'staging' }), '--plan', 'free');
+          assert.equal((await get(`${server.url}/v1/pets`, staging.key)).status, 401);
+
+          // After keys revoke, the server refuses the key within 5 s (it may serve it from its cache for up to 2 s).
+          await ok(['keys', 'revoke', created.id], box.env());
+          const revokedAt = Date.now();
+          let status = 0;
+          while (Date.now() - revokedAt < 5_000) {
+            status = (await get(`${server.url}/v1/pets`, created.key)).status;
+            if (status === 401) break;
+            assert.equal(status, 200, 'until the cache expires the key still works');
+            await sleep(250);
+          }
+          assert.equal(status, 401, 'the revoked key is refused within 5 s');
+
+          const signalledAt = Date.now();
+          assert.ok(server.child.kill('SIGTERM'));
+          const code = await exitWithin(server, 10_000);
+          assert.notEqual(code, 'late', 'the server exited within 10 s of SIGTERM');
+          assert.deepEqual([code, server.child.signalCode], [0, null], `exit after ${Date.now() - signalledAt} ms`);
+
+          const lines = server.stdout().split('\n').filter((l) => l !== '');
+          assert.ok(lines.length > 0, 'the server logged something');
+          const entries = lines.map((line) => {
+            try {
+              return JSON.parse(line) as { level?: unknown; msg?: unknown; time?: unknown; status?: unknown; keyId?: unknown };
+            } catch {
+              throw new Error(`a log line is not JSON: ${line}`);
+            }
+          });
+          for (const e of entries) {
+            assert.equal(typeof e.level, 'number');
+            assert.equal(typeof e.msg, 'string');
+            assert.equal(typeof e.time, 'number');
+          }
+          const logged = entries.some((e) => e.msg === 'request' && e.keyId === created.id && e.status === 200);
+          assert.ok(logged, 'requests are logged with the key ID');
+          assert.ok(entries.some((e) => e.msg === 'shutting down'), 'the shutdown is logged');
+          assert.ok(!server.stdout().includes(created.key), 'the key appeared in the log');
+          assert.equal(server.stderr(), '', 'nothing on stderr');
+        } finally {
+          if (server.child.exitCode === null) server.child.kill('SIGKILL');
+          await server.exited;
+        }
+      });
+    },
+  );
+});
+
+describe('configuration', () => {
+  const BAD_CONFIGURATIONS: { variable: string; value: string }[] = [
+    { variable: 'PORT', value: 'abc' },
+    { variable: 'PORT', value: '70000' },
+    { variable: 'PETSTORE_ENV', value: 'dev' },
+    { variable: 'LOG_LEVEL', value: 'loud' },
+    { variable: 'DATABASE_URL', value: 'mysql://x' },
+    { variable: 'SQLITE_SYNCHRONOUS', value: 'maybe' },
+    { variable: 'TRUST_PROXY', value: 'yes-please' },
+    { variable: 'TRUST_PROXY', value: 'true' },
+    { variable: 'METRICS_PORT', value: 'abc' },
+  ];
+
+  function assertOneConfigLine(r: CliResult, variable: string, context: string): string {
+    assert.equal(r.code, 1, context);
+    assert.equal(r.stdout, '', context);
+    assert.ok(r.stderr.endsWith('\n'), context);
+    const lines = r.stderr.slice(0, -1).split('\n');
+    assert.equal(lines.length, 1, `exactly one line on stderr: ${context}`);
+    assert.match(lines[0]!, /^petstore: configuration error: /, context);
+    assert.ok(lines[0]!.includes(variable), `the message names ${variable}: ${context}`);
+    return lines[0]!;
+  }
+
+  test('each bad configuration value makes serve and keys list exit 1 with one stderr line naming the variable', async () => {
+    await inSandbox(async (box) => {
+      // A port that is free, so a serve that wrongly accepted its configuration would not collide with anything
+      // (and is killed by runCli's time limit, failing the test).
+      const port = String(await freePort());
+      const runs = BAD_CONFIGURATIONS.flatMap(({ variable, value }) =>
+        [['serve'], ['keys', 'list']].map(async (args) => {
+          const env = box.env({ PORT: port, HOST: '127.0.0.1', [variable]: value });
+          const r = await runCli(args, env, { timeoutMs: 20_000 });
+          const context = `${variable}=${value} petstore ${args.join(' ')}\n${explain(args, r)}`;
+          const line = assertOneConfigLine(r, variable, context);
+          if (variable !== 'DATABASE_URL') assert.ok(line.includes(value), `the message shows the bad value: ${context}`);
+        }),
+      );
+      await Promise.all(runs);
+    });
+  });
+
+  test('a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY', async () => {
     await inSandbox(async (box) => {
       const port = String(await freePort());
       await Promise.all(
         [['serve'], ['keys', 'list']].map(async (args) => {
           for (const value of ['abc', '10.0.0.0/33', ':::', '1.2.3.4,nope']) {
-            const r = await cli(args, box.env({ PORT: port, HOST: '127.0.0.1', TRUST_PROXY: value }), 20_000);
+            const r = await runCli(args, box.env({ PORT: port, HOST: '127.0.0.1', TRUST_PROXY: value }), { timeoutMs: 20_000 });
             assertOneConfigLine(r, 'TRUST_PROXY', `TRUST_PROXY=${value}\n${explain(args, r)}`);
           }
         }),
       );
     });
-  },
-);
+  });
 
-test('a malformed postgres DATABASE_URL is reported without its password', async () => {
-  await inSandbox(async (box) => {
-    const url = 'postgres://user:secret@host:notaport/db';
-    await Promise.all(
-      [['serve'], ['keys', 'list']].map(async (args) => {
-        const r = await cli(args, box.env({ DATABASE_URL: url }), 20_000);
-        const context = `DATABASE_URL=${url}\n${explain(args, r)}`;
-        assertOneConfigLine(r, 'DATABASE_URL', context);
-        assert.ok(!r.stderr.includes('secret'), `the password was printed: ${context}`);
-        assert.ok(!r.stderr.includes('user:'), `the credentials were printed: ${context}`);
-      }),
-    );
+  test('a malformed postgres DATABASE_URL is reported without its password', async () => {
+    await inSandbox(async (box) => {
+      const url = 'postgres://user:secret@host:notaport/db';
+      await Promise.all(
+        [['serve'], ['keys', 'list']].map(async (args) => {
+          const r = await runCli(args, box.env({ DATABASE_URL: url }), { timeoutMs: 20_000 });
+          const context = `DATABASE_URL=${url}\n${explain(args, r)}`;
+          assertOneConfigLine(r, 'DATABASE_URL', context);
+          assert.ok(!r.stderr.includes('secret'), `the password was printed: ${context}`);
+          assert.ok(!r.stderr.includes('user:'), `the credentials were printed: ${context}`);
+        }),
+      );
+    });
+  });
+
+  test('a .env file in the working directory supplies unset settings; a variable set in the environment wins', async () => {
+    await inSandbox(async (box) => {
+      const fromFile = join(box.dir, 'from-dotenv.db');
+      writeFileSync(join(box.dir, '.env'), `# local settings\nDATABASE_URL=sqlite:${fromFile}\nPETSTORE_ENV=staging\n`);
+      const env = { ...box.env(), DATABASE_URL: undefined };
+      const staging = await runCli(['keys', 'create', '--plan', 'free', '--json'], env, { cwd: box.dir });
+      assert.equal(staging.code, 0, explain(['keys', 'create'], staging));
+      assert.equal(JSON.parse(lastLine(staging.stdout)).environment, 'staging');
+      assert.ok(existsSync(fromFile), 'DATABASE_URL came from .env');
+      const productionEnv = { ...env, PETSTORE_ENV: 'production' };
+      const production = await runCli(['keys', 'create', '--plan', 'free', '--json'], productionEnv, { cwd: box.dir });
+      assert.equal(production.code, 0, explain(['keys', 'create'], production));
+      assert.equal(JSON.parse(lastLine(production.stdout)).environment, 'production');
+    });
   });
 });
 
-// ---------------------------------------------------------------------------------------------------
-// serve
-
-interface RunningServer {
-  url: string;
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-async function serve(env: NodeJS.ProcessEnv): Promise<RunningServer> {
-  const port = await freePort();
-  const child = spawnCli(['serve'], { ...env, PORT: String(port), HOST: '127.0.0.1' });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      const res = await fetch(`${url}/healthz`);
-      await res.arrayBuffer();
-      break;
-    } catch {
-      // not listening yet
-    }
-    if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`petstore serve did not start\nstdout: ${stdout}\nstderr: ${stderr}`);
-    }
-    await sleep(100);
-  }
-  return { url, child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-async function get(url: string, key?: string): Promise<{ status: number; body: unknown }> {
-  const res = await fetch(url, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } });
-  const text = await res.text();
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = text;
-  }
-  return { status: res.status, body };
-}
-
-test('petstore serve answers the probes, logs JSON lines, honours CLI key changes at once, and exits 0 on SIGTERM', { timeout: 40_000 }, async () => {
-  await inSandbox(async (box) => {
-    const server = await serve(box.env());
-    let stopped = false;
-    try {
-      const health = await get(`${server.url}/healthz`);
-      assert.equal(health.status, 200);
-      assert.deepEqual(health.body, { status: 'ok' });
-      const ready = await get(`${server.url}/readyz`);
-      assert.equal(ready.status, 200, JSON.stringify(ready.body));
-      assert.deepEqual(ready.body, { status: 'ready', storage: 'sqlite' });
-
-      // Without a key: 401.
-      assert.equal((await get(`${server.url}/v1/pets`)).status, 401);
-
-      // A key created by the CLI while the server runs works on the very next request.
-      const created = await createKeyJson(box.env(), ['--plan', 'pro']);
-      const first = await get(`${server.url}/v1/pets`, created.key);
-      assert.equal(first.status, 200, JSON.stringify(first.body));
-      assert.ok(Array.isArray(first.body), JSON.stringify(first.body));
-
-      // A key of the other environment is refused by this production server.
-      const staging = await createKeyJson(box.env({ PETSTORE_ENV: 'staging' }));
-      assert.equal((await get(`${server.url}/v1/pets`, staging.key)).status, 401);
-
-      // After keys revoke, the server refuses the key within 5 s (it may serve it from its cache for up to 2 s).
-      await ok(['keys', 'revoke', created.id], box.env());
-      const revokedAt = Date.now();
-      let status = 0;
-      while (Date.now() - revokedAt < 5_000) {
-        status = (await get(`${server.url}/v1/pets`, created.key)).status;
-        if (status === 401) break;
-        assert.equal(status, 200, 'until the cache expires the key still works');
-        await sleep(250);
+describe('usage', () => {
+  test('an unknown command or keys subcommand exits 1 with the usage on stderr', async () => {
+    await inSandbox(async (box) => {
+      const env = box.env();
+      const [unknown, unknownKeys] = await Promise.all([
+        fails(['frobnicate'], env, /^petstore: unknown command "frobnicate"\n\nUsage:\n {2}petstore serve\n/),
+        fails(['keys', 'renew'], env, /^petstore: unknown keys command "renew"\n\nUsage:/),
+      ]);
+      for (const stderr of [unknown, unknownKeys]) {
+        assert.match(stderr, /petstore keys create --plan free\|pro\|business\|enterprise/);
+        assert.match(stderr, /petstore keys unban ID/);
       }
-      assert.equal(status, 401, 'the revoked key is refused within 5 s');
-
-      const signalledAt = Date.now();
-      assert.ok(server.child.kill('SIGTERM'));
-      const exit = await Promise.race([server.exited, sleep(10_000).then(() => undefined)]);
-      stopped = exit !== undefined;
-      assert.ok(exit, 'the server exited within 10 s of SIGTERM');
-      assert.deepEqual(exit, { code: 0, signal: null }, `exit after ${Date.now() - signalledAt} ms`);
-
-      const lines = server.stdout().split('\n').filter((l) => l !== '');
-      assert.ok(lines.length > 0, 'the server logged something');
-      const entries = lines.map((line) => {
-        try {
-          return JSON.parse(line) as { level?: unknown; msg?: unknown; time?: unknown; status?: unknown; keyId?: unknown };
-        } catch {
-          throw new Error(`a log line is not JSON: ${line}`);
-        }
-      });
-      for (const e of entries) {
-        assert.equal(typeof e.level, 'number');
-        assert.equal(typeof e.msg, 'string');
-        assert.equal(typeof e.time, 'number');
-      }
-      assert.ok(entries.some((e) => e.msg === 'request' && e.keyId === created.id && e.status === 200), 'requests are logged with the key ID');
-      assert.ok(entries.some((e) => e.msg === 'shutting down'), 'the shutdown is logged');
-      assert.ok(!server.stdout().includes(created.key), 'the key appeared in the log');
-      assert.equal(server.stderr(), '', 'nothing on stderr');
-    } finally {
-      if (!stopped) server.child.kill('SIGKILL');
-      await server.exited;
-    }
-  });
-});
-
-test('a .env file in the working directory supplies unset settings; a variable set in the environment wins', async () => {
-  await inSandbox(async (box) => {
-    const fromFile = join(box.dir, 'from-dotenv.db');
-    writeFileSync(join(box.dir, '.env'), `# local settings\nDATABASE_URL=sqlite:${fromFile}\nPETSTORE_ENV=staging\n`);
-    const env = box.env();
-    delete env.DATABASE_URL;
-    const staging = await cli(['keys', 'create', '--plan', 'free', '--json'], env, 15_000, box.dir);
-    assert.equal(staging.code, 0, explain(['keys', 'create'], staging));
-    assert.equal(JSON.parse(staging.stdout.trim().split('\n').at(-1)!).environment, 'staging');
-    assert.ok(existsSync(fromFile), 'DATABASE_URL came from .env');
-    const production = await cli(['keys', 'create', '--plan', 'free', '--json'], { ...env, PETSTORE_ENV: 'production' }, 15_000, box.dir);
-    assert.equal(production.code, 0, explain(['keys', 'create'], production));
-    assert.equal(JSON.parse(production.stdout.trim().split('\n').at(-1)!).environment, 'production');
-  });
-});
-
-// ---------------------------------------------------------------------------------------------------
-// usage
-
-test('an unknown command or keys subcommand exits 1 with the usage on stderr', async () => {
-  await inSandbox(async (box) => {
-    const env = box.env();
-    const [unknown, unknownKeys] = await Promise.all([
-      fails(['frobnicate'], env, /^petstore: unknown command "frobnicate"\n\nUsage:\n {2}petstore serve\n/),
-      fails(['keys', 'renew'], env, /^petstore: unknown keys command "renew"\n\nUsage:/),
-    ]);
-    for (const stderr of [unknown, unknownKeys]) {
-      assert.match(stderr, /petstore keys create --plan free\|pro\|business\|enterprise/);
-      assert.match(stderr, /petstore keys unban ID/);
-    }
+    });
   });
 });

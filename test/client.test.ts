@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { PetstoreClient, PetstoreError } from '../client/src/index.ts';
-import { startTestServer, type TestServer } from './helpers.ts';
+import { startTestServer, type TestServer } from './support/servers.ts';
+import { tempDir } from './support/temp.ts';
 
 /** A client whose waits advance the server's clock instead of real time, and are recorded. */
 function clientFor(server: TestServer, apiKey: string, extra: { fetch?: typeof fetch; maxDelayMs?: number } = {}) {
@@ -193,7 +193,7 @@ test('next links are followed whether relative or absolute, with rel quoted or n
 });
 
 test('the client types are what the committed OpenAPI document generates', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-types-'));
+  const dir = tempDir();
   try {
     const out = join(dir, 'schema.ts');
     execFileSync(process.execPath, ['node_modules/openapi-typescript/bin/cli.js', 'openapi.json', '-o', out], { stdio: 'ignore' });

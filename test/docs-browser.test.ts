@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { chromium } from 'playwright-core';
-import { startTestServer } from './helpers.ts';
+import { startTestServer } from './support/servers.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);

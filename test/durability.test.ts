@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTestDatabase, requirePostgres } from './engines.ts';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess } from './process.ts';
+import { createTestDatabase, requirePostgres } from './support/engines.ts';
+import { startServerProcess, unlimitedKey } from './support/processes.ts';
+import { tempDir } from './support/temp.ts';
 
 interface StoredPet {
   id: number;
@@ -23,9 +23,7 @@ const WRITERS = 32;
 
 async function crashMidLoad(databaseUrl: string): Promise<void> {
   const env = { DATABASE_URL: databaseUrl };
-  const created = await runCli(['keys', 'create', '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '10000000'], env);
-  assert.equal(created.code, 0, created.stderr);
-  const key = created.stdout.trim().split('\n').at(-1)!;
+  const key = await unlimitedKey(env);
   const server = await startServerProcess(env);
 
   const acknowledged = new Map<string, StoredPet>();

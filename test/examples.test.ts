@@ -5,16 +5,15 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess, type ServerProcess } from './process.ts';
+import { keysCreate, startServerProcess, type ServerProcess } from './support/processes.ts';
+import { tempDir } from './support/temp.ts';
 
 const run = promisify(execFile);
 
 test('examples/curl.sh, examples/client.ts and examples/fetch.mjs run against a live server', async (t) => {
   const dir = tempDir();
   const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` };
-  const created = await runCli(['keys', 'create', '--plan', 'pro'], env);
-  const key = created.stdout.trim().split('\n').at(-1)!;
+  const key = await keysCreate(env, '--plan', 'pro');
   const server: ServerProcess = await startServerProcess(env);
   t.after(async () => {
     server.child.kill('SIGTERM');

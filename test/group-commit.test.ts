@@ -3,20 +3,13 @@
  * outcome, and closing the store commits what was accepted.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import { GroupCommit } from '../src/storage/sqlite/group-commit.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
-
-function tempDir(t: { after: (fn: () => void) => void }): string {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-group-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { tempDir } from './support/temp.ts';
 
 test('concurrent creates commit together, each with its own id, and all are read back', async (t) => {
   const path = join(tempDir(t), 'pets.db');

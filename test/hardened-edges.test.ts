@@ -9,20 +9,13 @@
  *  - /metrics on a private listener of its own (METRICS_PORT).
  */
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterEach, describe, test } from 'node:test';
-import { call, startTestServer, tempDir, type TestServer } from './helpers.ts';
-import { freePort, startServerProcess } from './process.ts';
-import { nextAnswer, openSocket, parseAnswer, untilClosed } from './raw-clients.ts';
-
-/** A TCP connection to the server from a chosen loopback address (127.0.0.2, ...): a distinct client. */
-function connectFrom(server: TestServer, localAddress: string): Promise<Socket> {
-  const { port } = new URL(server.url);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ port: Number(port), host: '127.0.0.1', localAddress }, () => resolve(socket));
-    socket.once('error', reject);
-  });
-}
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, startServerProcess } from './support/processes.ts';
+import { nextAnswer, openSocket, parseAnswer, untilClosed } from './support/raw-http.ts';
+import { call, startTestServer, type TestServer } from './support/servers.ts';
+import { tempDir } from './support/temp.ts';
 
 /** Bytes the server read from each connection it accepted, once that connection has closed. */
 function countBytesRead(server: TestServer): { bytesRead: number[]; closed(count: number): Promise<void> } {
@@ -31,7 +24,7 @@ function countBytesRead(server: TestServer): { bytesRead: number[]; closed(count
   return {
     bytesRead,
     async closed(count) {
-      for (let i = 0; i < 200 && bytesRead.length < count; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 200 && bytesRead.length < count; i++) await sleep(10);
       assert.equal(bytesRead.length, count, 'the server closed its side');
     },
   };
@@ -58,7 +51,7 @@ async function streamUntilClosed(socket: Socket, head: string): Promise<{ answer
   void closed.then(() => (open = false));
   const pump = async () => {
     while (open) {
-      if (!socket.write(chunk)) await new Promise((r) => setTimeout(r, 1));
+      if (!socket.write(chunk)) await sleep(1);
       written += chunk.length;
       // Yield now and then so the answer and the close are seen.
       if (written % (1024 * 1024) === 0) await new Promise((r) => setImmediate(r));
@@ -165,10 +158,10 @@ describe('refused requests cost nothing', () => {
     let seen = '';
     admitted.on('data', (d: Buffer) => (seen += d.toString('latin1')));
     admitted.write(head(`Authorization: Bearer ${key}\r\n`));
-    for (let i = 0; i < 100 && !seen.includes('\r\n\r\n'); i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 100 && !seen.includes('\r\n\r\n'); i++) await sleep(10);
     assert.match(seen, /^HTTP\/1\.1 100 Continue\r\n\r\n$/, 'asked for the body once admitted');
     admitted.write(body);
-    for (let i = 0; i < 200 && !/\r\n\r\n[\s\S]*\}$/.test(seen.slice(25)); i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 200 && !/\r\n\r\n[\s\S]*\}$/.test(seen.slice(25)); i++) await sleep(10);
     assert.equal(parseAnswer(seen.slice('HTTP/1.1 100 Continue\r\n\r\n'.length)).status, 201);
   });
 });
@@ -191,13 +184,13 @@ describe('connection fairness', () => {
 
   test('one address beyond MAX_CONNECTIONS_PER_ADDRESS is cut at once; another address is still served', async (t) => {
     const server = await serve({ maxConnections: 40, maxConnectionsPerAddress: 10 });
-    const hog = track(...(await Promise.all(Array.from({ length: 30 }, () => connectFrom(server, '127.0.0.2')))));
-    const closes = hog.map((s) => Promise.race([untilClosed(s).then(() => 'closed'), new Promise((r) => setTimeout(() => r('open'), 500))]));
+    const hog = track(...(await Promise.all(Array.from({ length: 30 }, () => openSocket(server.url, { localAddress: '127.0.0.2' })))));
+    const closes = hog.map((s) => Promise.race([untilClosed(s).then(() => 'closed'), sleep(500, 'open')]));
     const states = await Promise.all(closes);
     assert.equal(states.filter((s) => s === 'open').length, 10, 'the cap holds ten open');
     assert.equal(states.filter((s) => s === 'closed').length, 20, 'the rest are closed as they arrive');
 
-    const [other] = track(await connectFrom(server, '127.0.0.3'));
+    const [other] = track(await openSocket(server.url, { localAddress: '127.0.0.3' }));
     other!.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     const startedAt = Date.now();
     assert.equal((await nextAnswer(other!)).status, 200);
@@ -208,8 +201,8 @@ describe('connection fairness', () => {
     held[0]!.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal((await nextAnswer(held[0]!)).status, 200);
     held[1]!.destroy();
-    await new Promise((r) => setTimeout(r, 50));
-    const [again] = track(await connectFrom(server, '127.0.0.2'));
+    await sleep(50);
+    const [again] = track(await openSocket(server.url, { localAddress: '127.0.0.2' }));
     again!.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal((await nextAnswer(again!)).status, 200);
   });
@@ -220,7 +213,7 @@ describe('connection fairness', () => {
     first!.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal((await nextAnswer(first!)).headers['keep-alive'], 'timeout=72');
     track(...(await Promise.all(Array.from({ length: 8 }, () => openSocket(server.url)))));
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     first!.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal((await nextAnswer(first!)).headers['keep-alive'], 'timeout=2');
   });
@@ -321,7 +314,7 @@ describe('an API request is one the API routes', () => {
 describe('the private metrics listener', () => {
   test('METRICS_PORT serves /metrics on 127.0.0.1 without a token; the public listener does not serve it', async (t) => {
     const metricsPort = await freePort();
-    const server = await startServerProcess({ DATABASE_URL: `sqlite:${tempDir()}/petstore.db`, METRICS_PORT: String(metricsPort) });
+    const server = await startServerProcess({ DATABASE_URL: `sqlite:${tempDir(t)}/petstore.db`, METRICS_PORT: String(metricsPort) });
     t.after(() => server.child.kill('SIGKILL'));
     assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
     const scraped = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);

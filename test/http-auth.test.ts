@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createKey } from '../src/cli/keys.ts';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
+import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
 
 const ROUTES: [string, string, unknown?][] = [
   ['GET', '/v1/pets'],

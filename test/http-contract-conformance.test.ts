@@ -12,7 +12,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import fc from 'fast-check';
 import { createKey } from '../src/cli/keys.ts';
-import { startTestServer } from './helpers.ts';
+import { startTestServer } from './support/servers.ts';
 
 const document = JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url), 'utf8'));
 // ajv-formats is CommonJS: under NodeNext its ES default export is the `default` property.

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { GET_PET_SUNSET_AT_MS } from '../src/domain/deprecation.ts';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
+import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
 
 function assertDeprecationHeaders(headers: Headers): void {
   assert.equal(headers.get('deprecation'), '@1793491200');

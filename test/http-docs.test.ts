@@ -8,8 +8,8 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { acceptsCoding } from '../src/http/routes/docs.ts';
-import { startTestServer, type TestServer } from './helpers.ts';
-import { request } from './raw-clients.ts';
+import { startTestServer, type TestServer } from './support/servers.ts';
+import { request } from './support/raw-http.ts';
 
 const RENDERER = readFileSync(new URL('../assets/redoc.standalone.js', import.meta.url));
 

@@ -3,10 +3,9 @@
  * leaves nothing stored, and none is ever a 5xx.
  */
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
+import { request, sendRaw } from './support/raw-http.ts';
+import { call, errorOf, startTestServer, storedCount, type TestServer } from './support/servers.ts';
 
 describe('client errors', () => {
   let server: TestServer;
@@ -16,10 +15,6 @@ describe('client errors', () => {
     key = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
   });
   after(() => server.close());
-
-  async function storedCount(): Promise<number> {
-    return (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
-  }
 
   const BAD_BODIES: [string, string, string?][] = [
     ['missing name', '{"categoryId":1}', 'name'],
@@ -70,11 +65,11 @@ describe('client errors', () => {
 
   for (const [label, body, field] of BAD_BODIES) {
     test(`createPet refuses ${label} with a 400 and stores nothing`, async () => {
-      const before = await storedCount();
+      const before = await storedCount(server);
       const res = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'content-type': 'application/json' } });
       const err = errorOf(res, 400, 'invalid_request');
       if (field) assert.ok(err.details?.some((d: { field: string }) => d.field === field), JSON.stringify(err));
-      assert.equal(await storedCount(), before);
+      assert.equal(await storedCount(server), before);
     });
   }
 
@@ -102,15 +97,9 @@ describe('client errors', () => {
   }
 
   test('a body without a Content-Type is a 415', async () => {
-    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-length': '2' } }, (r) => {
-        let body = '';
-        r.on('data', (c) => (body += c));
-        r.on('end', () => resolve({ status: r.statusCode!, body }));
-      });
-      req.on('error', reject);
-      req.end('{}');
-    });
+    // Below fetch, which would add a Content-Type of its own to a string body.
+    const headers = { authorization: `Bearer ${key}`, 'content-length': '2' };
+    const res = await request(`${server.url}/v1/pets`, { method: 'POST', headers, body: '{}' });
     assert.equal(res.status, 415);
     assert.equal(JSON.parse(res.body).code, 'unsupported_media_type');
   });
@@ -182,14 +171,14 @@ describe('client errors', () => {
 
   // Unusual but valid HTTP: held to the same rules as the usual forms.
   test('an absolute-form target is authenticated and limited exactly like the origin form', async () => {
-    const before = await storedCount();
+    const before = await storedCount(server);
     const body = '{"name":"Absolute","categoryId":1}';
     const anonymous = await raw(
       server,
       `POST http://evil.example/v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
     );
     assert.deepEqual([anonymous.status, anonymous.body.code], [401, 'unauthorized']);
-    assert.equal(await storedCount(), before, 'nothing stored without a key');
+    assert.equal(await storedCount(server), before, 'nothing stored without a key');
     const get = await raw(server, `GET HTTP://evil.example:99/v1/pets/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
     assert.deepEqual([get.status, get.body.code], [401, 'unauthorized']);
     const withKey = await raw(
@@ -202,12 +191,12 @@ describe('client errors', () => {
   });
 
   test('a body that is not valid UTF-8 is a 400 and is not stored with replacement characters', async () => {
-    const before = await storedCount();
+    const before = await storedCount(server);
     const bytes = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","categoryId":1}')]);
     const res = await fetch(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: bytes });
     const err = errorOf({ status: res.status, headers: res.headers, json: await res.json() }, 400, 'invalid_request');
     assert.match(err.message, /UTF-8/);
-    assert.equal(await storedCount(), before);
+    assert.equal(await storedCount(server), before);
   });
 
   test('an Expect other than 100-continue is ignored: the request is answered as usual', async () => {
@@ -230,20 +219,10 @@ describe('client errors', () => {
   });
 });
 
-/** Sends raw bytes and returns the status line and body of the answer. */
+/** Sends raw bytes and returns the answer's status, its body parsed, and its head lower-cased for matching. */
 async function raw(server: TestServer, bytes: string): Promise<{ status: number; body: any; headers: string }> {
-  const { port } = new URL(server.url);
-  const text = await new Promise<string>((resolve, reject) => {
-    const socket = connect(Number(port), '127.0.0.1', () => socket.write(bytes));
-    let data = '';
-    socket.on('data', (c) => (data += c));
-    socket.on('end', () => resolve(data));
-    socket.on('error', reject);
-    socket.setTimeout(3000, () => socket.end());
-  });
-  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
-  const end = text.indexOf('\r\n\r\n');
-  return { status, body: JSON.parse(text.slice(end + 4)), headers: text.slice(0, end).toLowerCase() };
+  const answer = await sendRaw(server.url, bytes);
+  return { status: answer.status, body: JSON.parse(answer.body), headers: answer.head.toLowerCase() };
 }
 
 describe('malformed HTTP', () => {

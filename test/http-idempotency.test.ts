@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
+import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
 
 const count = async (server: TestServer) => (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
 

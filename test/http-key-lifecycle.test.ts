@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { changePlan, rotateKey, setExpiry } from '../src/cli/keys.ts';
-import { call, startTestServer, type TestServer } from './helpers.ts';
+import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 const keyIdOf = async (server: TestServer, prefixOf: string) => (await server.store.listKeys()).find((k) => prefixOf.startsWith(k.prefix))!.id;
 

@@ -5,10 +5,10 @@
  * CORS off by default and exact when configured.
  */
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { hashKey } from '../src/domain/api-key.ts';
-import { call, startTestServer, type TestServer } from './helpers.ts';
+import { exchange } from './support/raw-http.ts';
+import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -45,14 +45,7 @@ describe('request ids', () => {
   });
 
   test('answers written on the raw socket carry a request id too', async () => {
-    const { port } = new URL(server.url);
-    const text = await new Promise<string>((resolve) => {
-      const socket = connect(Number(port), '127.0.0.1');
-      let out = '';
-      socket.on('data', (c) => (out += c));
-      socket.on('close', () => resolve(out));
-      socket.write('GET /v1/pets HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n');
-    });
+    const text = await exchange(server.url, 'GET /v1/pets HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n');
     const id = /X-Request-Id: (\S+)/.exec(text)?.[1];
     assert.match(id ?? '', UUID);
     assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).requestId, id);
@@ -169,12 +162,7 @@ describe('metrics', () => {
     const server = await startTestServer({ metricsToken: token });
     t.after(() => server.close());
     await call(server, 'GET', '/v1/pets/%zz');
-    const { port } = new URL(server.url);
-    await new Promise<void>((resolve) => {
-      const socket = connect(Number(port), '127.0.0.1');
-      socket.on('data', () => undefined).on('close', () => resolve());
-      socket.write('NOT HTTP AT ALL\r\n\r\n');
-    });
+    await exchange(server.url, 'NOT HTTP AT ALL\r\n\r\n');
     const text = await metricsOf(server);
     assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'unparsed', status: '400' }), 2);
   });

@@ -1,8 +1,8 @@
 /** The three operations at the HTTP boundary: bodies, defaults, order, pagination, exact int64. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ENGINE, withPostgres } from './engines.ts';
-import { call, startTestServer, type TestServer } from './helpers.ts';
+import { ENGINE, withPostgres } from './support/engines.ts';
+import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 describe('pets', () => {
   let server: TestServer;

@@ -11,79 +11,13 @@
  *  - valid pets are always accepted and read back exactly as sent.
  */
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { startTestServer, type TestServer } from './helpers.ts';
+import { requestBytes, sendRaw, type RawAnswer } from './support/raw-http.ts';
+import { startTestServer, storedCount } from './support/servers.ts';
 
 /** A request that leaves the server waiting for more (a Content-Length it never gets) ends in 408 within these. */
 const TIMEOUTS = { headersTimeoutMs: 2000, requestTimeoutMs: 5000 };
-
-interface RawAnswer {
-  status: number;
-  headers: Map<string, string>;
-  body: string;
-}
-
-/** Sends raw bytes with Connection: close and parses the single answer. */
-function raw(server: TestServer, bytes: Buffer): Promise<RawAnswer> {
-  const { hostname, port } = new URL(server.url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    const chunks: Buffer[] = [];
-    let settled = false;
-    // The answer is complete when the server ends the connection; a reset after an early answer
-    // (the server answered before reading all we sent) still leaves that answer to parse.
-    const finish = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(deadline);
-      socket.destroy();
-      try {
-        parse(err);
-      } catch (parseError) {
-        reject(parseError);
-      }
-    };
-    const parse = (err?: Error) => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const headEnd = text.indexOf('\r\n\r\n');
-      const [statusLine, ...lines] = text.slice(0, headEnd).split('\r\n');
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine ?? '')?.[1]);
-      if (!status) return reject(new Error(`no HTTP answer (${err?.message ?? 'closed'}): ${JSON.stringify(text.slice(0, 200))}`));
-      const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-      let body = text.slice(headEnd + 4);
-      if (headers.get('transfer-encoding') === 'chunked') body = dechunk(body);
-      resolve({ status, headers, body });
-    };
-    const deadline = setTimeout(() => finish(new Error('no answer within 15 s')), 15_000);
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('end', () => finish());
-    socket.on('close', () => finish());
-    socket.on('error', (err) => finish(err));
-    // write, not end: the request is complete without half-closing, and Connection: close makes the
-    // server close once it has answered.
-    socket.write(bytes);
-  });
-}
-
-function dechunk(text: string): string {
-  let out = '';
-  let rest = text;
-  for (;;) {
-    const eol = rest.indexOf('\r\n');
-    const size = parseInt(rest.slice(0, eol), 16);
-    if (!size) return out;
-    out += rest.slice(eol + 2, eol + 2 + size);
-    rest = rest.slice(eol + 2 + size + 2);
-  }
-}
-
-function request(method: string, target: string, headers: [string, string][], body?: Buffer): Buffer {
-  const head = [`${method} ${target} HTTP/1.1`, 'Host: localhost', 'Connection: close', ...headers.map(([k, v]) => `${k}: ${v}`)];
-  if (body) head.push(`Content-Length: ${body.length}`);
-  return Buffer.concat([Buffer.from(head.join('\r\n') + '\r\n\r\n', 'utf8'), body ?? Buffer.alloc(0)]);
-}
 
 function hasBadPercentEncoding(target: string): boolean {
   try {
@@ -114,7 +48,7 @@ function assertWellFormed(answer: RawAnswer, method: string, target: string, lab
   const isUnderV1 = /^(?:[a-z]+:\/\/[^/?#]*)?\/v1(\/|\?|$)/i.test(target);
   if (isUnderV1 && !refusedBeforeCharging && answer.status !== 431) {
     for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy']) {
-      assert.ok(answer.headers.has(h), `no ${h}: ${label} -> ${answer.status} ${answer.body.slice(0, 120)}`);
+      assert.ok(h in answer.headers, `no ${h}: ${label} -> ${answer.status} ${answer.body.slice(0, 120)}`);
     }
   }
 }
@@ -127,10 +61,6 @@ async function check(property: fc.IAsyncProperty<any>, params: fc.Parameters<any
     const cause = (err as { cause?: Error }).cause;
     throw new Error(`${(err as Error).message}\n${cause?.message ?? ''}`);
   }
-}
-
-async function storedCount(server: TestServer): Promise<number> {
-  return (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1_000_000 })).length;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -183,7 +113,7 @@ test('arbitrary requests: never a 5xx, errors in the Error shape, rate-limit hea
       const headers: [string, string][] = [...auth, ...extra];
       if (type !== null) headers.push(['Content-Type', type]);
       const label = `${m} ${path} ${JSON.stringify(headers).slice(0, 300)} body ${payload?.length ?? 0} bytes`;
-      const answer = await raw(server, request(m, path, headers, payload ?? undefined));
+      const answer = await sendRaw(server.url, requestBytes(m, path, headers, payload ?? undefined));
       assertWellFormed(answer, m, path, label);
       const now = await storedCount(server);
       assert.equal(now, stored + (answer.status === 201 ? 1 : 0), `stored ${now - stored} pets after ${answer.status}: ${label}`);
@@ -202,14 +132,14 @@ test('POST bodies of every kind: a pet is stored exactly when 201 is answered, a
     fc.asyncProperty(fc.option(contentType), body, async (type, payload) => {
       const headers: [string, string][] = [['Authorization', `Bearer ${key}`]];
       if (type !== null) headers.push(['Content-Type', type]);
-      const answer = await raw(server, request('POST', '/v1/pets', headers, payload));
+      const answer = await sendRaw(server.url, requestBytes('POST', '/v1/pets', headers, payload));
       const label = `POST ${type} ${payload.toString('utf8').slice(0, 200)}`;
       assertWellFormed(answer, 'POST', '/v1/pets', label);
       const now = await storedCount(server);
       assert.equal(now, stored + (answer.status === 201 ? 1 : 0), label);
       stored = now;
       if (answer.status === 201) {
-        const again = await raw(server, request('GET', answer.headers.get('location')!, headers));
+        const again = await sendRaw(server.url, requestBytes('GET', answer.headers.location!, headers));
         assert.equal(again.body, answer.body, label);
       }
     }),
@@ -234,9 +164,9 @@ test('valid pets are always accepted and read back exactly, names of any Unicode
       // categoryId as an exact JSON integer literal, beyond what a double holds.
       const text = `{"name":${JSON.stringify(p.name)},"categoryId":${p.categoryId}${p.status ? `,"status":"${p.status}"` : ''}}`;
       const headers: [string, string][] = [['Authorization', `Bearer ${key}`], ['Content-Type', 'application/json']];
-      const created = await raw(server, request('POST', '/v1/pets', headers, Buffer.from(text)));
+      const created = await sendRaw(server.url, requestBytes('POST', '/v1/pets', headers, Buffer.from(text)));
       assert.equal(created.status, 201, `${text} -> ${created.body}`);
-      const read = await raw(server, request('GET', created.headers.get('location')!, headers));
+      const read = await sendRaw(server.url, requestBytes('GET', created.headers.location!, headers));
       assert.equal(read.status, 200);
       const id = /"id":(\d+)/.exec(read.body)![1];
       assert.equal(read.body, `{"id":${id},"name":${JSON.stringify(p.name)},"categoryId":${p.categoryId},"status":"${p.status ?? 'available'}"}`);
@@ -253,19 +183,19 @@ test('CONNECT, with or without a body or oversized headers, is answered 405 in t
     [[['Content-Type', 'text/plain']], Buffer.from('hello')],
     [[['Authorization', 'Bearer nope']], undefined],
   ] as [[string, string][], Buffer | undefined][]) {
-    const answer = await raw(server, request('CONNECT', '/v1/pets', headers, body));
+    const answer = await sendRaw(server.url, requestBytes('CONNECT', '/v1/pets', headers, body));
     assert.equal(answer.status, 405);
     assert.deepEqual([JSON.parse(answer.body).code, JSON.parse(answer.body).status], ['method_not_allowed', 405]);
-    assert.equal(answer.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+    assert.equal(answer.headers.allow, 'GET, HEAD, POST, OPTIONS');
   }
-  assert.equal((await raw(server, request('GET', '/healthz', []))).status, 200);
+  assert.equal((await sendRaw(server.url, requestBytes('GET', '/healthz', []))).status, 200);
 });
 
 test('a CONNECT followed by more bytes does not keep the server from closing', async () => {
   const server = await startTestServer(TIMEOUTS);
   // The socket leaves the HTTP server with CONNECT; unread bytes after the request used to hold it
   // open, and with it every later close of the server.
-  const answer = await raw(server, request('CONNECT', 'example.com:443', [], Buffer.alloc(70 * 1024, 'x')));
+  const answer = await sendRaw(server.url, requestBytes('CONNECT', 'example.com:443', [], Buffer.alloc(70 * 1024, 'x')));
   assert.equal(answer.status, 405);
   const closed = await Promise.race([server.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
   assert.ok(closed, 'the server did not finish closing within 5 s');

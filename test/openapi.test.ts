@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { ERROR_CODES } from '../src/http/api-error.ts';
-import { call, startTestServer, type TestServer } from './helpers.ts';
+import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 const committed = readFileSync(new URL('../openapi.json', import.meta.url), 'utf8');
 

@@ -10,11 +10,12 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { tempDir } from './helpers.ts';
-import { freePort, startServerProcess, type ServerProcess } from './process.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, startServerProcess, type ServerProcess } from './support/processes.ts';
+import { request } from './support/raw-http.ts';
+import { tempDir } from './support/temp.ts';
 
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
 const ANONYMOUS_LIMIT = 5;
@@ -35,30 +36,14 @@ function nginxConfig(dir: string, listenPort: number, upstreamPort: number): str
   ].join('\n');
 }
 
-interface Answer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
 /** One request to nginx from the given local address, on its own connection. */
-function from(localAddress: string, port: number, path: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, localAddress, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const from = (localAddress: string, port: number, path: string, headers: Record<string, string> = {}) =>
+  request(`http://127.0.0.1:${port}${path}`, { headers, localAddress });
 
 /** Fixed minute windows: a burst that straddles a minute boundary would start a new window midway. */
 async function awayFromMinuteBoundary(): Promise<void> {
   const second = new Date().getUTCSeconds();
-  if (second >= 50) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
+  if (second >= 50) await sleep((61 - second) * 1000);
 }
 
 describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX ? false : 'nginx is not installed' }, () => {
@@ -88,7 +73,7 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
         // nginx not listening yet
       }
       if (i > 100 || nginx.exitCode !== null) throw new Error(`nginx did not start: ${errors}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
     await awayFromMinuteBoundary();
   });
@@ -129,7 +114,7 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
       await from(address, port, '/v1/pets', { 'x-request-id': requestId, 'x-forwarded-for': '203.0.113.9' });
       sent.push([requestId, address]);
     }
-    await new Promise((r) => setTimeout(r, 100)); // the log line is written as the answer finishes
+    await sleep(100); // the log line is written as the answer finishes
     const lines = service
       .output()
       .split('\n')

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
-import { call, errorOf, startTestServer, type TestServer } from './helpers.ts';
+import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
 
 const MINUTE = 60_000;
 const DAY = 86_400_000;

@@ -3,10 +3,11 @@
  * limit per key, shared pets and cursors, bans and revocations seen everywhere.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, REDIS_URL } from './engines.ts';
-import { runCli, startServerProcess, type ServerProcess } from './process.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createTestDatabase, newKeyPrefix, REDIS_URL } from './support/engines.ts';
+import { keysCreateJson, lastLine, runCli, startServerProcess, type ServerProcess } from './support/processes.ts';
+import { eventually } from './support/waiting.ts';
 
 type Answer = { status: number; code: string | undefined; headers: Headers; body: any };
 
@@ -16,30 +17,16 @@ async function get(server: ServerProcess, path: string, key: string): Promise<An
   return { status: res.status, code: body?.code, headers: res.headers, body };
 }
 
-/** Polls until check passes, up to a deadline; returns how long it took. */
-async function eventually(check: () => Promise<boolean>, withinMs: number): Promise<number> {
-  const start = Date.now();
-  while (!(await check())) {
-    if (Date.now() - start > withinMs) throw new Error(`not within ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return Date.now() - start;
-}
-
 describe('three instances on one PostgreSQL and one Redis', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let env: Record<string, string>;
   let servers: ServerProcess[];
 
-  const createKey = async (...args: string[]) => {
-    const out = await runCli(['keys', 'create', ...args, '--json'], env);
-    assert.equal(out.code, 0, out.stderr);
-    return JSON.parse(out.stdout.trim().split('\n').at(-1)!) as { id: string; key: string };
-  };
+  const createKey = (...args: string[]) => keysCreateJson(env, ...args);
 
   before(async () => {
     database = await createTestDatabase();
-    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: `petstore-test-${randomBytes(6).toString('hex')}`, LOG_LEVEL: 'warn' };
+    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: newKeyPrefix(), LOG_LEVEL: 'warn' };
     // All three start at once: their migrations race for the advisory lock.
     servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env)));
   });
@@ -53,7 +40,7 @@ describe('three instances on one PostgreSQL and one Redis', () => {
   test('a Free key sending round-robin gets exactly 60 admitted in one minute window, in total', async () => {
     const { key } = await createKey('--plan', 'free');
     // Stay inside one minute window: start early in a minute.
-    if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 200));
+    if (Date.now() % 60_000 > 45_000) await sleep(60_000 - (Date.now() % 60_000) + 200);
     const answers = await Promise.all(Array.from({ length: 90 }, (_, i) => get(servers[i % 3]!, '/v1/pets', key)));
     assert.equal(answers.filter((a) => a.status === 200).length, 60);
     assert.equal(answers.filter((a) => a.status === 429).length, 30);
@@ -97,7 +84,7 @@ describe('three instances on one PostgreSQL and one Redis', () => {
       const code = (await get(servers[i % servers.length]!, '/v1/pets', key)).code;
       codes.push({ code, ms: Date.now() - started });
       if (code === 'key_banned') break;
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
     const firstBanned = codes.find((c) => c.code === 'key_banned');
     assert.ok(firstBanned, JSON.stringify(codes));
@@ -105,7 +92,7 @@ describe('three instances on one PostgreSQL and one Redis', () => {
     assert.ok(firstBanned.ms - firstRefused.ms >= 1000, `banned ${firstBanned.ms - firstRefused.ms} ms after the first refusal`);
     for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code === 'key_banned', 5000);
     const listed = await runCli(['keys', 'list', '--json'], env);
-    assert.ok(JSON.parse(listed.stdout.trim().split('\n').at(-1)!).find((k: { id: string; bannedUntil: string | null }) => k.id === id)?.bannedUntil);
+    assert.ok(JSON.parse(lastLine(listed.stdout)).find((k: { id: string; bannedUntil: string | null }) => k.id === id)?.bannedUntil);
     assert.equal((await runCli(['keys', 'unban', id], env)).code, 0);
     for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code !== 'key_banned', 5000);
   });

@@ -3,11 +3,11 @@
  * service answers quickly and truthfully while a dependency is cut off, and recovers by itself.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, REDIS_URL } from './engines.ts';
-import { freePort, runCli, startServerProcess, type ServerProcess } from './process.ts';
-import { TcpProxy } from './tcp-proxy.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL } from './support/engines.ts';
+import { freePort, keysCreate, startServerProcess, type ServerProcess } from './support/processes.ts';
+import { TcpProxy } from './support/tcp-proxy.ts';
+import { eventually } from './support/waiting.ts';
 
 async function timed(server: ServerProcess, path: string, init: RequestInit = {}) {
   const start = Date.now();
@@ -15,14 +15,6 @@ async function timed(server: ServerProcess, path: string, init: RequestInit = {}
   const text = await res.text();
   const json = res.headers.get('content-type')?.startsWith('application/json');
   return { status: res.status, headers: res.headers, body: json && text ? JSON.parse(text) : undefined, ms: Date.now() - start, text };
-}
-
-async function eventually(check: () => Promise<boolean>, withinMs: number): Promise<void> {
-  const start = Date.now();
-  while (!(await check())) {
-    if (Date.now() - start > withinMs) throw new Error(`not within ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 const viaProxy = (url: string, port: number) => {
@@ -51,14 +43,13 @@ describe('outages', () => {
     const env = {
       DATABASE_URL: viaProxy(database.url, pgProxy.port),
       REDIS_URL: viaProxy(REDIS_URL!, redisProxy.port),
-      REDIS_KEY_PREFIX: `petstore-test-${randomBytes(6).toString('hex')}`,
+      REDIS_KEY_PREFIX: newKeyPrefix(),
       LOG_LEVEL: 'info',
       // Scraped as an operator would, on the private metrics listener.
       METRICS_PORT: String(await freePort()),
     };
     metricsUrl = `http://127.0.0.1:${env.METRICS_PORT}/metrics`;
-    const created = await runCli(['keys', 'create', '--plan', 'enterprise', '--rpm', '100000', '--rpd', '1000000'], env);
-    key = created.stdout.trim().split('\n').at(-1)!;
+    key = await keysCreate(env, '--plan', 'enterprise', '--rpm', '100000', '--rpd', '1000000');
     server = await startServerProcess(env);
   });
 

@@ -9,29 +9,23 @@ import { createHash, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTestDatabase, requirePostgres } from './engines.ts';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess } from './process.ts';
+import { createTestDatabase, requirePostgres } from './support/engines.ts';
+import { keysCreateJson, lastLine, runCli, startServerProcess } from './support/processes.ts';
+import { tempDir } from './support/temp.ts';
 
 const PASSWORD = 'S3cretPassw0rd-never-shown';
-
-async function keyOf(env: Record<string, string>, ...args: string[]): Promise<{ id: string; key: string }> {
-  const created = await runCli(['keys', 'create', '--json', ...args], env);
-  assert.equal(created.code, 0, created.stderr);
-  return JSON.parse(created.stdout.trim().split('\n').at(-1)!);
-}
 
 async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promise<void> {
   const metricsToken = `metrics-${randomBytes(12).toString('hex')}`;
   const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'debug', METRICS_TOKEN: metricsToken };
-  const good = await keyOf(env, '--plan', 'free');
-  const revoked = await keyOf(env, '--plan', 'pro');
-  const expired = await keyOf(env, '--plan', 'pro');
-  const rotated = await keyOf(env, '--plan', 'pro');
+  const good = await keysCreateJson(env, '--plan', 'free');
+  const revoked = await keysCreateJson(env, '--plan', 'pro');
+  const expired = await keysCreateJson(env, '--plan', 'pro');
+  const rotated = await keysCreateJson(env, '--plan', 'pro');
   assert.equal((await runCli(['keys', 'revoke', revoked.id], env)).code, 0);
   assert.equal((await runCli(['keys', 'expire', expired.id, '--at', '2020-01-01T00:00:00Z'], env)).code, 0);
   const rotation = await runCli(['keys', 'rotate', rotated.id, '--json'], env);
-  const replacement = JSON.parse(rotation.stdout.trim().split('\n').at(-1)!).key as string;
+  const replacement = JSON.parse(lastLine(rotation.stdout)).key as string;
   const keys = [good.key, revoked.key, expired.key, rotated.key, replacement];
   const wrong = good.key.slice(0, -2) + 'zz';
   const forbidden = [...secrets, metricsToken, ...keys, wrong, ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex'))];

@@ -9,18 +9,16 @@
  * whose last answer skipped the hooks, are closed at once rather than at their keep-alive timeout.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { createTestDatabase, POSTGRES_URL, REDIS_URL, requirePostgres } from './engines.ts';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess, type ServerProcess } from './process.ts';
-import { nextAnswer, openSocket, request, untilClosed } from './raw-clients.ts';
+import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL, requirePostgres } from './support/engines.ts';
+import { exitWithin, startServerProcess, unlimitedKey, type ServerProcess } from './support/processes.ts';
+import { nextAnswer, openSocket, request, untilClosed } from './support/raw-http.ts';
+import { tempDir } from './support/temp.ts';
 
 const CLIENTS = 32;
 const DRAIN_MS = 500;
@@ -42,33 +40,21 @@ async function sqliteDeployment(): Promise<Deployment> {
 
 async function postgresDeployment(): Promise<Deployment> {
   const database = await createTestDatabase();
-  const keyPrefix = `petstore-test-${randomBytes(6).toString('hex')}`;
+  const keyPrefix = newKeyPrefix();
   return {
     env: { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix },
     async cleanup() {
       await database.drop();
-      const redis = new Redis(REDIS_URL!);
-      const keys = await redis.keys(`${keyPrefix}:*`);
-      if (keys.length) await redis.del(...keys);
-      redis.disconnect();
+      await deleteRedisKeys(keyPrefix);
     },
   };
 }
 
-async function enterpriseKey(env: Record<string, string>): Promise<string> {
-  const created = await runCli(['keys', 'create', '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '10000000'], env);
-  assert.equal(created.code, 0, created.stderr);
-  return created.stdout.trim().split('\n').at(-1)!;
-}
-
 /** Waits for the process to exit, at most boundMs; kills it (and fails) past that. */
-async function exitWithin(server: ServerProcess, boundMs: number): Promise<{ code: number | null; ms: number }> {
+async function awaitExit(server: ServerProcess, boundMs: number): Promise<{ code: number | null; ms: number }> {
   const started = Date.now();
-  const code = await Promise.race([server.exited, sleep(boundMs).then(() => 'late' as const)]);
-  if (code === 'late') {
-    server.child.kill('SIGKILL');
-    assert.fail(`the process had not exited ${boundMs} ms after the signal`);
-  }
+  const code = await exitWithin(server, boundMs);
+  if (code === 'late') assert.fail(`the process had not exited ${boundMs} ms after the signal`);
   return { code, ms: Date.now() - started };
 }
 
@@ -146,7 +132,7 @@ async function loadUntilRefused(url: string, key: string, signal: () => number):
 
 async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: String(DRAIN_MS), SHUTDOWN_TIMEOUT_MS: '10000' };
-  const key = await enterpriseKey(env);
+  const key = await unlimitedKey(env);
   const server = await startServerProcess(env);
   try {
     // A create whose body is still on its way when the listener closes.
@@ -173,7 +159,7 @@ async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
     const outcome = await load;
     await finishSlowBody;
     const answer = await slowAnswer;
-    const { code, ms } = await exitWithin(server, 12_000);
+    const { code, ms } = await awaitExit(server, 12_000);
     slow.destroy();
 
     assert.deepEqual(outcome.failures, [], 'requests failed other than by a refused connection after the listener closed');
@@ -193,7 +179,7 @@ async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
       assert.deepEqual(stored.get(JSON.parse(answer.body).id)?.name, 'Slow sender');
     } finally {
       again.child.kill('SIGTERM');
-      assert.equal((await exitWithin(again, 12_000)).code, 0);
+      assert.equal((await awaitExit(again, 12_000)).code, 0);
     }
     const answers = [...outcome.statuses.values()].reduce((a, b) => a + b, 0);
     console.log(
@@ -236,7 +222,7 @@ test('a client that never finishes its request is cut at SHUTDOWN_TIMEOUT_MS les
     const signalledAt = Date.now();
     server.child.kill('SIGTERM');
     const { closedAt } = await stuckEnd;
-    const { code } = await exitWithin(server, 8000);
+    const { code } = await awaitExit(server, 8000);
     assert.equal(code, 0, server.output());
     // Cut at 2 s, not before: the request had the shutdown's time to finish.
     assert.ok(closedAt - signalledAt >= 1800, `cut ${closedAt - signalledAt} ms after the signal`);
@@ -273,7 +259,7 @@ test('idle connections are closed when the listener closes, even one whose last 
     assert.equal(answer.headers.connection, 'close');
     const malformedEnd = untilClosed(malformed);
 
-    const { code } = await exitWithin(server, 15_000);
+    const { code } = await awaitExit(server, 15_000);
     assert.equal(code, 0, server.output());
     // Far sooner than the 72 s keep-alive timeout or the 19 s cut-off.
     assert.ok(Date.now() - signalledAt < 6000, `exit ${Date.now() - signalledAt} ms after the signal`);

@@ -17,9 +17,9 @@ import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess, type ServerProcess } from './process.ts';
-import { nextAnswer, openSocket, parseAnswer, request, untilClosed, type Conversation } from './raw-clients.ts';
+import { exitWithin, startServerProcess, unlimitedKey, type ServerProcess } from './support/processes.ts';
+import { nextAnswer, openSocket, parseAnswer, request, untilClosed, type Conversation } from './support/raw-http.ts';
+import { tempDir } from './support/temp.ts';
 
 /** A server process on a fresh SQLite file with the given settings, stopped and removed after the test. */
 async function serve(t: TestContext, settings: Record<string, string>): Promise<{ server: ServerProcess; env: Record<string, string> }> {
@@ -28,17 +28,10 @@ async function serve(t: TestContext, settings: Record<string, string>): Promise<
   const server = await startServerProcess(env);
   t.after(async () => {
     server.child.kill('SIGTERM');
-    const code = await Promise.race([server.exited, sleep(12_000).then(() => 'late')]);
-    if (code === 'late') server.child.kill('SIGKILL');
+    await exitWithin(server, 12_000);
     rmSync(dir, { recursive: true, force: true });
   });
   return { server, env };
-}
-
-async function enterpriseKey(env: Record<string, string>): Promise<string> {
-  const created = await runCli(['keys', 'create', '--plan', 'enterprise', '--rpm', '1000000', '--rpd', '10000000'], env);
-  assert.equal(created.code, 0, created.stderr);
-  return created.stdout.trim().split('\n').at(-1)!;
 }
 
 /** The Error shape (code, message, status) of a raw answer with the given status. */
@@ -74,7 +67,7 @@ async function slowloris(url: string, count: number): Promise<{ sockets: Socket[
 
 test('slowloris connections do not delay ordinary requests and are cut with 408 once the headers timeout passes', async (t) => {
   const { server, env } = await serve(t, { HEADERS_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '4000' });
-  const key = await enterpriseKey(env);
+  const key = await unlimitedKey(env);
   const dribblers = await slowloris(server.url, 40);
   const silent = await Promise.all(Array.from({ length: 10 }, () => openSocket(server.url)));
   const silentEnds = silent.map(untilClosed);
@@ -110,7 +103,7 @@ test('slowloris connections do not delay ordinary requests and are cut with 408 
 
 test('a body trickling in slower than the request timeout is answered 408 in the Error shape, then the connection closes; nothing is stored', async (t) => {
   const { server, env } = await serve(t, { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000' });
-  const key = await enterpriseKey(env);
+  const key = await unlimitedKey(env);
   const socket = await openSocket(server.url);
   const end = untilClosed(socket);
   const body = JSON.stringify({ name: 'Trickle', categoryId: 1 });

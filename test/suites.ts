@@ -25,19 +25,23 @@ export const ON_EVERY_ENGINE = [
 export const ON_POSTGRES_AND_REDIS = ['scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
 
 /**
- * Run once, in the SQLite pass. Those that also cover PostgreSQL (the storage contract, durability,
- * shutdown, secrets) start it themselves when PETSTORE_TEST_POSTGRES_URL is set.
+ * Run once, in the SQLite pass. Those that also cover PostgreSQL (the storage contract, migrations,
+ * idempotent creates, durability, shutdown, secrets) start it themselves when PETSTORE_TEST_POSTGRES_URL
+ * is set.
  */
 export const ONCE = [
   'cli.test.ts',
   'client-address.test.ts',
   'client.test.ts',
+  'config.test.ts',
   'deployment-files.test.ts',
   'docs-browser.test.ts',
   'domain.test.ts',
   'durability.test.ts',
   'examples.test.ts',
   'group-commit.test.ts',
+  'idempotent-creates.test.ts',
+  'migrations.test.ts',
   'page-cache.test.ts',
   'plugin-order.test.ts',
   'proxy-nginx.test.ts',

@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { tempDir } from './helpers.ts';
-import { runCli, startServerProcess } from './process.ts';
+import { keysCreate, runCli, startServerProcess } from './support/processes.ts';
+import { request } from './support/raw-http.ts';
+import { tempDir } from './support/temp.ts';
 
 function selfSigned(dir: string): { cert: string; key: string } {
   const cert = join(dir, 'cert.pem');
@@ -23,32 +23,19 @@ function selfSigned(dir: string): { cert: string; key: string } {
   return { cert, key };
 }
 
-function httpsGet(url: string, ca: Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { ca, headers }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode!, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 test('TLS_CERT and TLS_KEY: the API over HTTPS, and no answer to plain HTTP', async () => {
   const dir = tempDir();
   try {
     const { cert, key } = selfSigned(dir);
     const ca = readFileSync(cert);
     const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key };
-    const created = await runCli(['keys', 'create', '--plan', 'free'], env);
-    const apiKey = created.stdout.trim().split('\n').at(-1)!;
+    const apiKey = await keysCreate(env, '--plan', 'free');
     const server = await startServerProcess(env, {
       scheme: 'https',
-      isReady: async (url) => (await httpsGet(`${url}/healthz`, ca)).status === 200,
+      isReady: async (url) => (await request(`${url}/healthz`, { ca })).status === 200,
     });
     try {
-      const listed = await httpsGet(`${server.url}/v1/pets`, ca, { authorization: `Bearer ${apiKey}` });
+      const listed = await request(`${server.url}/v1/pets`, { ca, headers: { authorization: `Bearer ${apiKey}` } });
       assert.equal(listed.status, 200);
       assert.equal(listed.body, '[]');
       // An untrusted client refuses the self-signed certificate: the connection is really TLS.

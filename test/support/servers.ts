@@ -1,19 +1,21 @@
 /**
- * Test helpers: a real server on a real SQLite file in a fresh temporary directory, listening on a
- * random port, with an injected clock. Every test builds its own and closes it.
+ * In-process servers for the HTTP tests: the app built by buildApp on the engine under test (a real
+ * SQLite file in a fresh temporary directory, or a PostgreSQL database of its own), listening on a
+ * random port, with an injected clock; and the requests and checks those tests share. Every test
+ * builds its own server and closes it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppConfig, type Clock } from '../src/app.ts';
-import { createKey } from '../src/cli/keys.ts';
-import { loadConfig } from '../src/config.ts';
-import type { Environment } from '../src/domain/api-key.ts';
-import { createLogger } from '../src/logger.ts';
-import { openSqliteStore } from '../src/storage/sqlite/store.ts';
-import type { Store } from '../src/storage/store.ts';
+import { buildApp, type AppConfig, type Clock } from '../../src/app.ts';
+import { createKey } from '../../src/cli/keys.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { Environment } from '../../src/domain/api-key.ts';
+import { createLogger } from '../../src/logger.ts';
+import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
+import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.ts';
+import { tempDir } from './temp.ts';
 
 export class FakeClock implements Clock {
   ms: number;
@@ -41,10 +43,6 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), 'petstore-test-'));
-}
-
 export interface TestServerOptions {
   /** Share another test server's database file (a second instance), instead of a fresh one. */
   databaseOf?: TestServer;
@@ -58,7 +56,9 @@ async function openEngineStore(dir: string, shared?: TestServer): Promise<{ stor
     const path = join(dir, 'petstore.db');
     return { store: openSqliteStore({ path, synchronous: 'normal' }), databaseUrl: `sqlite:${path}`, drop: async () => undefined };
   }
-  if (shared) return { store: await openTestPostgresStore(shared.databaseUrl), databaseUrl: shared.databaseUrl, drop: async () => undefined };
+  if (shared) {
+    return { store: await openTestPostgresStore(shared.databaseUrl), databaseUrl: shared.databaseUrl, drop: async () => undefined };
+  }
   const database = await createTestDatabase();
   return { store: await openTestPostgresStore(database.url), databaseUrl: database.url, drop: database.drop };
 }
@@ -142,4 +142,9 @@ export function errorOf(res: { status: number; headers: Headers; json: any }, st
     throw new Error(`bad error body: ${JSON.stringify(body)}`);
   }
   return body;
+}
+
+/** How many pets the server's store holds, read from the store itself rather than through the API. */
+export async function storedCount(server: TestServer): Promise<number> {
+  return (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1_000_000 })).length;
 }

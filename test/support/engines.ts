@@ -1,20 +1,20 @@
 /**
- * Which storage and limiter engines the tests run on. SQLite with the in-process limiter always;
- * PostgreSQL with Redis when PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set
- * (scripts/run-tests.ts runs the HTTP suites once per engine, choosing with PETSTORE_TEST_ENGINE).
- * Every PostgreSQL store gets a database of its own, dropped when the test closes it; every Redis
- * limiter a key prefix of its own, whose keys are deleted at close.
+ * The engine matrix and its setup: which storage and limiter engines the tests run on. SQLite with
+ * the in-process limiter always; PostgreSQL with Redis when PETSTORE_TEST_POSTGRES_URL and
+ * PETSTORE_TEST_REDIS_URL are set (scripts/run-tests.ts runs the HTTP suites once per engine,
+ * choosing with PETSTORE_TEST_ENGINE). Every PostgreSQL store gets a database of its own, dropped
+ * when the test closes it; every Redis limiter a key prefix of its own, whose keys are deleted at close.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
-import type { RateLimiter } from '../src/limits/limiter.ts';
-import { MemoryRateLimiter } from '../src/limits/memory.ts';
-import { RedisRateLimiter } from '../src/limits/redis.ts';
-import { createLogger } from '../src/logger.ts';
-import { createMetrics, type Metrics } from '../src/metrics.ts';
-import { openPostgresStore } from '../src/storage/postgres/store.ts';
+import type { RateLimiter } from '../../src/limits/limiter.ts';
+import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import { RedisRateLimiter } from '../../src/limits/redis.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { openPostgresStore } from '../../src/storage/postgres/store.ts';
 
 /** PETSTORE_TEST_ENGINES=sqlite (see scripts/run-tests.ts) asks for SQLite alone, as if neither were set. */
 const SQLITE_ONLY = process.env.PETSTORE_TEST_ENGINES === 'sqlite';
@@ -74,11 +74,27 @@ export async function openTestPostgresStore(url: string) {
   return openPostgresStore({ url, poolSize: 4 });
 }
 
-/** A Redis limiter in a key namespace of its own; close() also deletes its keys. */
+/** A Redis key prefix no other test uses, so a test's counters and bans are its own. */
+export function newKeyPrefix(): string {
+  return `petstore-test-${randomBytes(6).toString('hex')}`;
+}
+
+/** Deletes every Redis key under the prefix: what a test's limiter or server process left behind. */
+export async function deleteRedisKeys(keyPrefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL!);
+  try {
+    const keys = await redis.keys(`${keyPrefix}:*`);
+    if (keys.length) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A Redis limiter in a key namespace of its own; cleanup() deletes its keys. */
 export async function createTestRedisLimiter(
   options: { url?: string; log?: FastifyBaseLogger; metrics?: Metrics; keyPrefix?: string; timeoutMs?: number } = {},
 ): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
-  const keyPrefix = options.keyPrefix ?? `petstore-test-${randomBytes(6).toString('hex')}`;
+  const keyPrefix = options.keyPrefix ?? newKeyPrefix();
   const limiter = new RedisRateLimiter({
     url: options.url ?? REDIS_URL!,
     keyPrefix,
@@ -87,14 +103,7 @@ export async function createTestRedisLimiter(
     timeoutMs: options.timeoutMs,
   });
   await limiter.ready();
-  return Object.assign(limiter, {
-    async cleanup() {
-      const redis = new Redis(REDIS_URL!);
-      const keys = await redis.keys(`${keyPrefix}:*`);
-      if (keys.length) await redis.del(...keys);
-      redis.disconnect();
-    },
-  });
+  return Object.assign(limiter, { cleanup: () => deleteRedisKeys(keyPrefix) });
 }
 
 export async function limiterForEngine(): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
