@@ -95,13 +95,19 @@ async function refusedUpload(): Promise<{ closeAfterAnswerMs: number; serverRead
     const closedAt = await closed;
     await new Promise((r) => setTimeout(r, 500)); // the server's side closes 0.3 s after its answer
     if (!text.startsWith('HTTP/1.1 401')) throw new Error(`unexpected answer: ${text.slice(0, 60)}`);
-    return { closeAfterAnswerMs: closedAt - answeredAt, serverReadBytes: procField(server.child.pid!, 'io', 'rchar') - before, clientWroteBytes: written };
+    return {
+      closeAfterAnswerMs: closedAt - answeredAt,
+      serverReadBytes: procField(server.child.pid!, 'io', 'rchar') - before,
+      clientWroteBytes: written,
+    };
   } finally {
     await server.stop();
   }
 }
 
-async function holdConnections(env: Record<string, string>): Promise<{ held: number; perSecond: number; kbPerConnection: number; otherServed: boolean }> {
+async function holdConnections(
+  env: Record<string, string>,
+): Promise<{ held: number; perSecond: number; kbPerConnection: number; otherServed: boolean }> {
   const server = await serve(env);
   const rssBefore = procField(server.child.pid!, 'status', 'VmRSS');
   const sockets: Socket[] = [];
@@ -159,7 +165,9 @@ async function keyedLatency(server: { port: number; child: ChildProcess; key: st
   const started = performance.now();
   while (performance.now() - started < 3000) {
     const t = performance.now();
-    await fetch(`http://127.0.0.1:${server.port}/v1/pets?limit=5`, { headers: { authorization: `Bearer ${server.key}` } }).then((r) => r.arrayBuffer());
+    await fetch(`http://127.0.0.1:${server.port}/v1/pets?limit=5`, { headers: { authorization: `Bearer ${server.key}` } }).then((r) =>
+      r.arrayBuffer(),
+    );
     latencies.push(performance.now() - t);
   }
   const cpuMsPerSecond = (cpu() - cpuBefore) / ((performance.now() - started) / 1000);
@@ -194,8 +202,18 @@ for (let i = 0; i < rounds; i++) {
   }
 }
 console.log('A keyed client, GET /v1/pets?limit=5 one after another for 3 s:');
-console.log(`  alone:                  median ${spread(alone.map((r) => r.medianMs), 2)} ms, server CPU ${spread(alone.map((r) => r.cpuMsPerSecond))} ms/s`);
-console.log(`  beside 4 refused uploads: median ${spread(besieged.map((r) => r.medianMs), 2)} ms, server CPU ${spread(besieged.map((r) => r.cpuMsPerSecond))} ms/s`);
+console.log(
+  `  alone:                  median ${spread(
+    alone.map((r) => r.medianMs),
+    2,
+  )} ms, server CPU ${spread(alone.map((r) => r.cpuMsPerSecond))} ms/s`,
+);
+console.log(
+  `  beside 4 refused uploads: median ${spread(
+    besieged.map((r) => r.medianMs),
+    2,
+  )} ms, server CPU ${spread(besieged.map((r) => r.cpuMsPerSecond))} ms/s`,
+);
 
 for (const [label, env] of [
   ['per-address cap 256 (default)', {}],
@@ -206,6 +224,11 @@ for (const [label, env] of [
   console.log(`One address opening 3,000 kept-alive connections, ${label}:`);
   console.log(`  held open:              ${spread(runs.map((r) => r.held))}`);
   console.log(`  held per second spent:  ${spread(runs.map((r) => r.perSecond))} connections/s`);
-  console.log(`  server RSS per held:    ${spread(runs.map((r) => r.kbPerConnection), 1)} KiB`);
+  console.log(
+    `  server RSS per held:    ${spread(
+      runs.map((r) => r.kbPerConnection),
+      1,
+    )} KiB`,
+  );
   console.log(`  another address served: ${runs.map((r) => (r.otherServed ? 'yes' : 'no')).join(', ')}`);
 }

@@ -47,7 +47,11 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const withLimiter = median(results.memory!);
 const without = median(results.unlimited!);
 console.log(`GET /v1/pets?limit=20, ${ROUNDS} alternating rounds of ${SECONDS} s, 32 connections`);
-console.log(`  with the in-process limiter:    ${withLimiter.toFixed(0)} req/s  (rounds: ${results.memory!.map((x) => x.toFixed(0)).join(', ')})`);
-console.log(`  with a limiter that admits all: ${without.toFixed(0)} req/s  (rounds: ${results.unlimited!.map((x) => x.toFixed(0)).join(', ')})`);
+console.log(
+  `  with the in-process limiter:    ${withLimiter.toFixed(0)} req/s  (rounds: ${results.memory!.map((x) => x.toFixed(0)).join(', ')})`,
+);
+console.log(
+  `  with a limiter that admits all: ${without.toFixed(0)} req/s  (rounds: ${results.unlimited!.map((x) => x.toFixed(0)).join(', ')})`,
+);
 console.log(`  ratio: ${(withLimiter / without).toFixed(3)}`);
 rmSync(dir, { recursive: true, force: true });

@@ -55,7 +55,8 @@ const toPlain = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(toPlain);
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) Object.defineProperty(out, k, { value: toPlain(v), enumerable: true, writable: true, configurable: true });
+    for (const [k, v] of Object.entries(value))
+      Object.defineProperty(out, k, { value: toPlain(v), enumerable: true, writable: true, configurable: true });
     return out;
   }
   return value;
@@ -78,7 +79,9 @@ measure('lossless-json: a NewPet (80 B)', 100_000, () => viaLosslessJson(newPet)
 measure('JSON.parse + source text: a NewPet (80 B)', 100_000, () => viaPlatform(newPet));
 // Refused bodies never reach the reviver: the schema turns them away first.
 measure(`lossless-json: 4,000 unknown fields (${Math.round(unknownFields.length / 1000)} KB)`, 200, () => viaLosslessJson(unknownFields));
-measure(`JSON.parse: 4,000 unknown fields (${Math.round(unknownFields.length / 1000)} KB)`, 200, () => parseJsonBody(request(), unknownFields));
+measure(`JSON.parse: 4,000 unknown fields (${Math.round(unknownFields.length / 1000)} KB)`, 200, () =>
+  parseJsonBody(request(), unknownFields),
+);
 measure(`lossless-json: nested arrays and objects (${Math.round(nested.length / 1000)} KB)`, 200, () => viaLosslessJson(nested));
 measure(`JSON.parse: nested arrays and objects (${Math.round(nested.length / 1000)} KB)`, 200, () => parseJsonBody(request(), nested));
 
@@ -114,7 +117,11 @@ interface Driver {
 function betterSqlite3(path: string): Driver {
   const db = new BetterSqlite3(path);
   db.exec(SCHEMA);
-  const [insert, page, byId] = [INSERT, PAGE, BY_ID].map((sql) => db.prepare(sql).safeIntegers(true)) as [BetterStatement, BetterStatement, BetterStatement];
+  const [insert, page, byId] = [INSERT, PAGE, BY_ID].map((sql) => db.prepare(sql).safeIntegers(true)) as [
+    BetterStatement,
+    BetterStatement,
+    BetterStatement,
+  ];
   const insertOne = db.transaction((i: number) => insert.get(`pet ${i}`, 9223372036854775807n, STATUSES[i % 3]));
   return {
     insert: (i) => insertOne.immediate(i),
@@ -141,9 +148,16 @@ function nodeSqlite(path: string): Driver {
 const work = mkdtempSync(join(tmpdir(), 'petstore-platform-'));
 const results = new Map<string, number[]>();
 for (let round = 0; round < ROUNDS; round++) {
-  for (const [name, open] of [['better-sqlite3 13.2', betterSqlite3], ['node:sqlite', nodeSqlite]] as const) {
+  for (const [name, open] of [
+    ['better-sqlite3 13.2', betterSqlite3],
+    ['node:sqlite', nodeSqlite],
+  ] as const) {
     const db = open(join(work, `${name.replace(/\W/g, '')}-${round}.db`));
-    for (const [operation, count] of [['insert + commit', PETS], ['page of 20', PETS], ['get by id', 50_000]] as const) {
+    for (const [operation, count] of [
+      ['insert + commit', PETS],
+      ['page of 20', PETS],
+      ['get by id', 50_000],
+    ] as const) {
       const fn = operation === 'insert + commit' ? db.insert : operation === 'page of 20' ? db.page : db.byId;
       const start = process.hrtime.bigint();
       for (let i = 0; i < count; i++) fn(i);
@@ -154,7 +168,8 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 rmSync(work, { recursive: true, force: true });
-for (const [label, values] of [...results].sort(([a], [b]) => a.split(': ')[1]!.localeCompare(b.split(': ')[1]!))) report(label, values, 'µs');
+for (const [label, values] of [...results].sort(([a], [b]) => a.split(': ')[1]!.localeCompare(b.split(': ')[1]!)))
+  report(label, values, 'µs');
 
 // ------------------------------------------------------------------------------------------------
 header('TypeScript from source (wall time per run)');

@@ -14,7 +14,9 @@ export function referencePackage(name: string, version: string): string {
   const dir = join(prefix, 'node_modules', name);
   if (!existsSync(join(dir, 'package.json'))) {
     console.log(`installing ${name} ${version} into ${prefix}`);
-    execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-audit', '--no-fund', `${name}@${version}`], { stdio: 'inherit' });
+    execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-audit', '--no-fund', `${name}@${version}`], {
+      stdio: 'inherit',
+    });
   }
   return dir;
 }

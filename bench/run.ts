@@ -122,7 +122,10 @@ interface Server {
 }
 
 async function startPinned(name: string, command: string, args: string[], env: Record<string, string>, readyUrl: string): Promise<Server> {
-  const child = spawn('taskset', ['-c', '0', command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn('taskset', ['-c', '0', command, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
@@ -136,11 +139,17 @@ async function startPinned(name: string, command: string, args: string[], env: R
   return { name, url: new URL(readyUrl).origin, child };
 }
 
-
 async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
   const port = nextPort++;
   // wrk's connections all come from 127.0.0.1: no per-address connection cap, whatever BENCH_CONNECTIONS says.
-  const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: dataset.databaseUrl, LOG_LEVEL: 'warn', MAX_CONNECTIONS_PER_ADDRESS: '0', ...extra };
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATABASE_URL: dataset.databaseUrl,
+    LOG_LEVEL: 'warn',
+    MAX_CONNECTIONS_PER_ADDRESS: '0',
+    ...extra,
+  };
   if (redis) Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `petstore-bench-${process.pid}-${port}` });
   // Run as `npm start` runs it: the built command, with the Node.js flags its first line names, on this Node.js.
   return startPinned(name, 'dist/cli/main.js', ['serve'], withThisNode(env), `http://127.0.0.1:${port}/healthz`);
@@ -186,7 +195,16 @@ const toMs = (value: string, unit: string) => Number(value) * ({ us: 0.001, ms: 
 
 function wrk(s: Scenario, seconds: number): Sample {
   const out = execFileSync('taskset', [
-    '-c', '1', 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', luaFor(s), s.server.url + s.path,
+    '-c',
+    '1',
+    'wrk',
+    '-t1',
+    `-c${CONNECTIONS}`,
+    `-d${seconds}s`,
+    '--latency',
+    '-s',
+    luaFor(s),
+    s.server.url + s.path,
   ]).toString();
   const latency = (pct: string) => {
     const m = new RegExp(`^\\s+${pct}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(out)!;
@@ -232,10 +250,18 @@ async function main(): Promise<void> {
   const track = (s: Server) => (servers.push(s), s);
   const port = () => nextPort++;
   let p = port();
-  const ceiling = track(await startPinned('ceiling', process.execPath, ['bench/ceiling.mjs', String(p), join(work, 'body.json')], {}, `http://127.0.0.1:${p}/`));
+  const ceiling = track(
+    await startPinned('ceiling', process.execPath, ['bench/ceiling.mjs', String(p), join(work, 'body.json')], {}, `http://127.0.0.1:${p}/`),
+  );
   p = port();
   const jsonServer = track(
-    await startPinned('json-server', process.execPath, [jsonServerCli(), '--quiet', '--port', String(p), join(work, 'db.json')], {}, `http://127.0.0.1:${p}/pets`),
+    await startPinned(
+      'json-server',
+      process.execPath,
+      [jsonServerCli(), '--quiet', '--port', String(p), join(work, 'db.json')],
+      {},
+      `http://127.0.0.1:${p}/pets`,
+    ),
   );
   const s1k = track(await startService('sqlite-1k', data.sqlite1k, false));
   const s1m = track(await startService('sqlite-1m', data.sqlite1m, false));
@@ -249,15 +275,30 @@ async function main(): Promise<void> {
     { label: 'json-server: GET /pets (20 pets)', server: jsonServer, path: '/pets' },
     { label: 'SQLite 1k: GET /v1/pets?limit=20', server: s1k, path: '/v1/pets?limit=20', key: data.sqlite1k.key },
     { label: 'SQLite 1k: GET /v1/pets?status=sold&limit=20', server: s1k, path: '/v1/pets?status=sold&limit=20', key: data.sqlite1k.key },
-    { label: 'SQLite 1k: deep page by cursor', server: s1k, path: `/v1/pets?limit=20&cursor=${data.sqlite1k.deepCursor}`, key: data.sqlite1k.key },
+    {
+      label: 'SQLite 1k: deep page by cursor',
+      server: s1k,
+      path: `/v1/pets?limit=20&cursor=${data.sqlite1k.deepCursor}`,
+      key: data.sqlite1k.key,
+    },
     { label: 'SQLite 1k: GET /v1/pets/{id}', server: s1k, path: '/v1/pets/500', key: data.sqlite1k.key },
     { label: 'SQLite: POST /v1/pets', server: sPost, path: '/v1/pets', key: data.sqlitePost.key, post: true },
     { label: 'SQLite 1M: GET /v1/pets?limit=20', server: s1m, path: '/v1/pets?limit=20', key: data.sqlite1m.key },
     { label: 'SQLite 1M: GET /v1/pets?status=sold&limit=20', server: s1m, path: '/v1/pets?status=sold&limit=20', key: data.sqlite1m.key },
-    { label: 'SQLite 1M: deep page by cursor', server: s1m, path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`, key: data.sqlite1m.key },
+    {
+      label: 'SQLite 1M: deep page by cursor',
+      server: s1m,
+      path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`,
+      key: data.sqlite1m.key,
+    },
     { label: 'SQLite 1k, no page cache: GET /v1/pets?limit=20', server: s1kNoCache, path: '/v1/pets?limit=20', key: data.sqlite1k.key },
     { label: 'SQLite 1M, no page cache: GET /v1/pets?limit=20', server: s1mNoCache, path: '/v1/pets?limit=20', key: data.sqlite1m.key },
-    { label: 'SQLite 1M, no page cache: deep page by cursor', server: s1mNoCache, path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`, key: data.sqlite1m.key },
+    {
+      label: 'SQLite 1M, no page cache: deep page by cursor',
+      server: s1mNoCache,
+      path: `/v1/pets?limit=20&cursor=${data.sqlite1m.deepCursor}`,
+      key: data.sqlite1m.key,
+    },
   ];
   if (data.pg1k && data.pg1m && data.pgPost) {
     const g1k = track(await startService('postgres-1k', data.pg1k, true));
@@ -268,14 +309,39 @@ async function main(): Promise<void> {
     const g1mNoCache = track(await startService('postgres-1m-no-cache', data.pg1m, true, { PAGE_CACHE_TTL_MS: '0' }));
     scenarios.push(
       { label: 'PostgreSQL+Redis 1k: GET /v1/pets?limit=20', server: g1k, path: '/v1/pets?limit=20', key: data.pg1k.key },
-      { label: 'PostgreSQL+Redis 1k: GET /v1/pets?status=sold&limit=20', server: g1k, path: '/v1/pets?status=sold&limit=20', key: data.pg1k.key },
-      { label: 'PostgreSQL+Redis 1k: deep page by cursor', server: g1k, path: `/v1/pets?limit=20&cursor=${data.pg1k.deepCursor}`, key: data.pg1k.key },
+      {
+        label: 'PostgreSQL+Redis 1k: GET /v1/pets?status=sold&limit=20',
+        server: g1k,
+        path: '/v1/pets?status=sold&limit=20',
+        key: data.pg1k.key,
+      },
+      {
+        label: 'PostgreSQL+Redis 1k: deep page by cursor',
+        server: g1k,
+        path: `/v1/pets?limit=20&cursor=${data.pg1k.deepCursor}`,
+        key: data.pg1k.key,
+      },
       { label: 'PostgreSQL+Redis 1k: GET /v1/pets/{id}', server: g1k, path: '/v1/pets/500', key: data.pg1k.key },
       { label: 'PostgreSQL+Redis: POST /v1/pets', server: gPost, path: '/v1/pets', key: data.pgPost.key, post: true },
       { label: 'PostgreSQL+Redis 1M: GET /v1/pets?limit=20', server: g1m, path: '/v1/pets?limit=20', key: data.pg1m.key },
-      { label: 'PostgreSQL+Redis 1M: deep page by cursor', server: g1m, path: `/v1/pets?limit=20&cursor=${data.pg1m.deepCursor}`, key: data.pg1m.key },
-      { label: 'PostgreSQL+Redis 1k, no page cache: GET /v1/pets?limit=20', server: g1kNoCache, path: '/v1/pets?limit=20', key: data.pg1k.key },
-      { label: 'PostgreSQL+Redis 1M, no page cache: deep page by cursor', server: g1mNoCache, path: `/v1/pets?limit=20&cursor=${data.pg1m.deepCursor}`, key: data.pg1m.key },
+      {
+        label: 'PostgreSQL+Redis 1M: deep page by cursor',
+        server: g1m,
+        path: `/v1/pets?limit=20&cursor=${data.pg1m.deepCursor}`,
+        key: data.pg1m.key,
+      },
+      {
+        label: 'PostgreSQL+Redis 1k, no page cache: GET /v1/pets?limit=20',
+        server: g1kNoCache,
+        path: '/v1/pets?limit=20',
+        key: data.pg1k.key,
+      },
+      {
+        label: 'PostgreSQL+Redis 1M, no page cache: deep page by cursor',
+        server: g1mNoCache,
+        path: `/v1/pets?limit=20&cursor=${data.pg1m.deepCursor}`,
+        key: data.pg1m.key,
+      },
     );
   } else {
     console.log('PostgreSQL or Redis not reachable (or BENCH_SKIP_POSTGRES=1): their rows are left out.');
@@ -300,7 +366,16 @@ async function main(): Promise<void> {
   const result = new Map(
     scenarios.map((s) => {
       const xs = samples.get(s)!;
-      return [s.label, { rps: median(xs.map((x) => x.rps)), p50: median(xs.map((x) => x.p50)), p99: median(xs.map((x) => x.p99)), non2xx: xs.reduce((a, x) => a + x.non2xx, 0), rss: rss.get(s.server)! }];
+      return [
+        s.label,
+        {
+          rps: median(xs.map((x) => x.rps)),
+          p50: median(xs.map((x) => x.p50)),
+          p99: median(xs.map((x) => x.p99)),
+          non2xx: xs.reduce((a, x) => a + x.non2xx, 0),
+          rss: rss.get(s.server)!,
+        },
+      ];
     }),
   );
   const ceil = result.get(scenarios[0]!.label)!;
@@ -322,21 +397,76 @@ async function main(): Promise<void> {
   const check = (line: string, value: number | undefined, ok: (v: number) => boolean, fmt: (v: number) => string) =>
     budget.push([line, value === undefined ? undefined : ok(value), value === undefined ? 'not measured' : fmt(value)]);
   const ratio = (a?: { rps: number }, b?: { rps: number }) => (a && b ? a.rps / b.rps : undefined);
-  check('SQLite list ≥ 0.40 of the ceiling', ratio(get('SQLite 1k: GET /v1/pets?limit=20'), ceil), (v) => v >= 0.4, (v) => v.toFixed(2));
-  check('SQLite POST ≥ 0.15 of the ceiling', ratio(get('SQLite: POST /v1/pets'), ceil), (v) => v >= 0.15, (v) => v.toFixed(2));
-  check('PostgreSQL+Redis list ≥ 0.20 of the ceiling', ratio(get('PostgreSQL+Redis 1k: GET /v1/pets?limit=20'), ceil), (v) => v >= 0.2, (v) => v.toFixed(2));
-  check('SQLite list ≥ 5 × json-server', ratio(get('SQLite 1k: GET /v1/pets?limit=20'), get('json-server: GET /pets (20 pets)')), (v) => v >= 5, (v) => `${v.toFixed(2)} ×`);
-  check('SQLite: 1M deep page ≤ 1.3 × slower than the first page (req/s ratio)', ratio(get('SQLite 1M: GET /v1/pets?limit=20'), get('SQLite 1M: deep page by cursor')), (v) => v <= 1.3, (v) => `${v.toFixed(2)} ×`);
-  check('PostgreSQL+Redis: 1M deep page ≤ 1.3 × slower than the first page', ratio(get('PostgreSQL+Redis 1M: GET /v1/pets?limit=20'), get('PostgreSQL+Redis 1M: deep page by cursor')), (v) => v <= 1.3, (v) => `${v.toFixed(2)} ×`);
-  for (const [engine, pct] of [['SQLite', 'p50'], ['SQLite', 'p99'], ['PostgreSQL+Redis', 'p50'], ['PostgreSQL+Redis', 'p99']] as const) {
+  check(
+    'SQLite list ≥ 0.40 of the ceiling',
+    ratio(get('SQLite 1k: GET /v1/pets?limit=20'), ceil),
+    (v) => v >= 0.4,
+    (v) => v.toFixed(2),
+  );
+  check(
+    'SQLite POST ≥ 0.15 of the ceiling',
+    ratio(get('SQLite: POST /v1/pets'), ceil),
+    (v) => v >= 0.15,
+    (v) => v.toFixed(2),
+  );
+  check(
+    'PostgreSQL+Redis list ≥ 0.20 of the ceiling',
+    ratio(get('PostgreSQL+Redis 1k: GET /v1/pets?limit=20'), ceil),
+    (v) => v >= 0.2,
+    (v) => v.toFixed(2),
+  );
+  check(
+    'SQLite list ≥ 5 × json-server',
+    ratio(get('SQLite 1k: GET /v1/pets?limit=20'), get('json-server: GET /pets (20 pets)')),
+    (v) => v >= 5,
+    (v) => `${v.toFixed(2)} ×`,
+  );
+  check(
+    'SQLite: 1M deep page ≤ 1.3 × slower than the first page (req/s ratio)',
+    ratio(get('SQLite 1M: GET /v1/pets?limit=20'), get('SQLite 1M: deep page by cursor')),
+    (v) => v <= 1.3,
+    (v) => `${v.toFixed(2)} ×`,
+  );
+  check(
+    'PostgreSQL+Redis: 1M deep page ≤ 1.3 × slower than the first page',
+    ratio(get('PostgreSQL+Redis 1M: GET /v1/pets?limit=20'), get('PostgreSQL+Redis 1M: deep page by cursor')),
+    (v) => v <= 1.3,
+    (v) => `${v.toFixed(2)} ×`,
+  );
+  for (const [engine, pct] of [
+    ['SQLite', 'p50'],
+    ['SQLite', 'p99'],
+    ['PostgreSQL+Redis', 'p50'],
+    ['PostgreSQL+Redis', 'p99'],
+  ] as const) {
     const at1m = get(`${engine} 1M: GET /v1/pets?limit=20`)?.[pct];
     const at1k = get(`${engine} 1k: GET /v1/pets?limit=20`)?.[pct];
-    check(`${engine}: list ${pct} at 1M ≤ 1.3 × ${pct} at 1k`, at1m && at1k ? at1m / at1k : undefined, (v) => v <= 1.3, (v) => `${v.toFixed(2)} ×`);
+    check(
+      `${engine}: list ${pct} at 1M ≤ 1.3 × ${pct} at 1k`,
+      at1m && at1k ? at1m / at1k : undefined,
+      (v) => v <= 1.3,
+      (v) => `${v.toFixed(2)} ×`,
+    );
   }
   const services = [...result].filter(([l]) => /SQLite|PostgreSQL/.test(l));
-  check('no non-2xx answers under load', services.reduce((a, [, r]) => a + r.non2xx, 0), (v) => v === 0, String);
-  check('peak RSS < 150 MiB', Math.max(...services.map(([, r]) => r.rss)), (v) => v < 150, (v) => `${v.toFixed(1)} MiB`);
-  lines.push('', '| Budget | Measured | Met |', '|---|---:|---|', ...budget.map(([l, ok, v]) => `| ${l} | ${v} | ${ok === undefined ? '–' : ok ? 'yes' : 'NO'} |`));
+  check(
+    'no non-2xx answers under load',
+    services.reduce((a, [, r]) => a + r.non2xx, 0),
+    (v) => v === 0,
+    String,
+  );
+  check(
+    'peak RSS < 150 MiB',
+    Math.max(...services.map(([, r]) => r.rss)),
+    (v) => v < 150,
+    (v) => `${v.toFixed(1)} MiB`,
+  );
+  lines.push(
+    '',
+    '| Budget | Measured | Met |',
+    '|---|---:|---|',
+    ...budget.map(([l, ok, v]) => `| ${l} | ${v} | ${ok === undefined ? '–' : ok ? 'yes' : 'NO'} |`),
+  );
 
   console.log('\n' + lines.join('\n'));
   writeFileSync('bench/last-run.md', lines.join('\n') + '\n');

@@ -29,7 +29,11 @@ if (!counts) {
   process.exit(0);
 }
 const serious = (counts.high ?? 0) + (counts.critical ?? 0);
-console.log(`npm audit (production dependencies): ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+console.log(
+  `npm audit (production dependencies): ${Object.entries(counts)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ')}`,
+);
 if (serious > 0) {
   console.error(spawnSync('npm', ['audit', '--omit=dev', '--audit-level=high'], { encoding: 'utf8' }).stdout);
   process.exit(1);

@@ -36,7 +36,12 @@ const env = {
   LOG_LEVEL: 'warn',
   MAX_CONNECTIONS_PER_ADDRESS: String(CONNECTIONS + 16),
 };
-const makeKey = (...args: string[]) => execFileSync(process.execPath, [CLI, 'keys', 'create', ...args], { env }).toString().trim().split('\n').at(-1)!;
+const makeKey = (...args: string[]) =>
+  execFileSync(process.execPath, [CLI, 'keys', 'create', ...args], { env })
+    .toString()
+    .trim()
+    .split('\n')
+    .at(-1)!;
 const enterprise = makeKey('--plan', 'enterprise', '--rpm', '1000000000', '--rpd', '1000000000');
 const free = makeKey('--plan', 'free');
 
@@ -159,7 +164,9 @@ async function main(): Promise<number> {
     ...unexpected.map(([k, v]) => `unexpected answers ${k} × ${v}`),
     ...[...failures].map(([k, v]) => `connection error ${k} × ${v}`),
     ...(byStatus.get('free-key 429') ? [] : ['the Free key was never refused: rate limiting was not exercised']),
-    ...(rssEnd - rssWarm > RSS_GROWTH_LIMIT_MIB ? [`RSS grew by ${(rssEnd - rssWarm).toFixed(0)} MiB (limit ${RSS_GROWTH_LIMIT_MIB})`] : []),
+    ...(rssEnd - rssWarm > RSS_GROWTH_LIMIT_MIB
+      ? [`RSS grew by ${(rssEnd - rssWarm).toFixed(0)} MiB (limit ${RSS_GROWTH_LIMIT_MIB})`]
+      : []),
     ...(code === 0 ? [] : [`the server did not exit 0 on SIGTERM (${code})`]),
   ];
   for (const p of problems) console.error(`FAIL: ${p}`);

@@ -96,7 +96,12 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
 
   capConnections(
     app.server,
-    { maxConnections: config.maxConnections, maxPerAddress: config.maxConnectionsPerAddress, trust: config.trustProxy, keepAliveTimeoutMs: config.keepAliveTimeoutMs },
+    {
+      maxConnections: config.maxConnections,
+      maxPerAddress: config.maxConnectionsPerAddress,
+      trust: config.trustProxy,
+      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    },
     logger,
     metrics,
   );

@@ -8,7 +8,10 @@ export function createLogger(level: Config['logLevel'], stream?: DestinationStre
     {
       level,
       // Keys and cookies must never reach a log line, whatever a future serializer prints.
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'], censor: '[redacted]' },
+      redact: {
+        paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'],
+        censor: '[redacted]',
+      },
     },
     stream,
   );

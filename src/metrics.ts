@@ -67,7 +67,9 @@ export function createMetrics() {
     }),
     connectionsRefused: new Counter({
       name: 'petstore_connections_refused_total',
-      help: 'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") or beyond MAX_CONNECTIONS ("total").',
+      help:
+        'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") ' +
+        'or beyond MAX_CONNECTIONS ("total").',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

@@ -49,14 +49,20 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
   const store = await openStore(config);
   // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
   const limiter = config.redisUrl
-    ? new (await import('./limits/redis.ts')).RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics })
+    ? new (await import('./limits/redis.ts')).RedisRateLimiter({
+        url: config.redisUrl,
+        keyPrefix: config.redisKeyPrefix,
+        log: logger,
+        metrics,
+      })
     : new MemoryRateLimiter();
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {
     await limiter.close();
     await store.close();
   });
-  const metricsListener = config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
+  const metricsListener =
+    config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   app.addHook('onClose', async () => {
     metricsListener?.close();
   });

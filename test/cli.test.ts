@@ -373,7 +373,10 @@ describe('serve', () => {
           assert.notEqual(code, 'late', 'the server exited within 10 s of SIGTERM');
           assert.deepEqual([code, server.child.signalCode], [0, null], `exit after ${Date.now() - signalledAt} ms`);
 
-          const lines = server.stdout().split('\n').filter((l) => l !== '');
+          const lines = server
+            .stdout()
+            .split('\n')
+            .filter((l) => l !== '');
           assert.ok(lines.length > 0, 'the server logged something');
           const entries = lines.map((line) => {
             try {
@@ -389,7 +392,10 @@ describe('serve', () => {
           }
           const logged = entries.some((e) => e.msg === 'request' && e.keyId === created.id && e.status === 200);
           assert.ok(logged, 'requests are logged with the key ID');
-          assert.ok(entries.some((e) => e.msg === 'shutting down'), 'the shutdown is logged');
+          assert.ok(
+            entries.some((e) => e.msg === 'shutting down'),
+            'the shutdown is logged',
+          );
           assert.ok(!server.stdout().includes(created.key), 'the key appeared in the log');
           assert.equal(server.stderr(), '', 'nothing on stderr');
         } finally {

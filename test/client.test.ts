@@ -36,7 +36,10 @@ test('listPets follows the next links through every page, with a status filter t
   for (let i = 1; i <= 45; i++) await client.createPet({ name: `pet ${i}`, categoryId: i, status: i % 3 === 0 ? 'sold' : 'available' });
   const all = [];
   for await (const pet of client.listPets({ limit: 20 })) all.push(pet);
-  assert.deepEqual(all.map((p) => p.name), Array.from({ length: 45 }, (_, i) => `pet ${i + 1}`));
+  assert.deepEqual(
+    all.map((p) => p.name),
+    Array.from({ length: 45 }, (_, i) => `pet ${i + 1}`),
+  );
   assert.equal(typeof all[0]!.id, 'bigint');
   const sold = [];
   for await (const pet of client.listPets({ status: 'sold', limit: 4 })) sold.push(pet);
@@ -54,7 +57,12 @@ test('createPet is exact over int64 and idempotent: a retry with the same key re
   const retried = await client.createPet({ name: 'Exact', categoryId: 9223372036854775807n }, { idempotencyKey: 'client-test-1' });
   assert.equal(retried.replayed, true);
   assert.equal(retried.id, created.id);
-  assert.deepEqual(await client.getPet(created.id), { id: created.id, name: 'Exact', categoryId: 9223372036854775807n, status: 'available' });
+  assert.deepEqual(await client.getPet(created.id), {
+    id: created.id,
+    name: 'Exact',
+    categoryId: 9223372036854775807n,
+    status: 'available',
+  });
   const stored = await server.store.listPets({ status: undefined, afterId: undefined, limit: 10 });
   assert.equal(stored.length, 1);
 });
@@ -115,7 +123,10 @@ test('429 is retried after Retry-After (with jitter on top); a ban is not retrie
 });
 
 /** A client over scripted answers (no server): for the retry rules alone. */
-function scripted(answers: (() => Response | Promise<Response>)[], options: { random?: () => number; maxDelayMs?: number; timeoutMs?: number; retries?: number } = {}) {
+function scripted(
+  answers: (() => Response | Promise<Response>)[],
+  options: { random?: () => number; maxDelayMs?: number; timeoutMs?: number; retries?: number } = {},
+) {
   const waits: number[] = [];
   let calls = 0;
   const client = new PetstoreClient({
@@ -127,8 +138,10 @@ function scripted(answers: (() => Response | Promise<Response>)[], options: { ra
   });
   return { client, waits, calls: () => calls };
 }
-const errorAnswer = (status: number, code: string, headers: Record<string, string> = {}) => () =>
-  new Response(JSON.stringify({ code, message: code, status }), { status, headers: { 'content-type': 'application/json', ...headers } });
+const errorAnswer =
+  (status: number, code: string, headers: Record<string, string> = {}) =>
+  () =>
+    new Response(JSON.stringify({ code, message: code, status }), { status, headers: { 'content-type': 'application/json', ...headers } });
 const petAnswer = () => new Response('{"id":1,"name":"a","categoryId":1,"status":"available"}', { status: 200 });
 
 test('503 is retried after its Retry-After; an HTTP-date Retry-After is honoured too', async () => {

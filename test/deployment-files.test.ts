@@ -30,7 +30,8 @@ const dockerEnv: Record<string, string> = Object.fromEntries(
 const apiServices = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
 
 test('the configuration module is read for its variable names', () => {
-  for (const name of ['PORT', 'HOST', 'DATABASE_URL', 'REDIS_URL', 'TRUST_PROXY', 'SHUTDOWN_DRAIN_MS']) assert.ok(CONFIG_VARIABLES.has(name), name);
+  for (const name of ['PORT', 'HOST', 'DATABASE_URL', 'REDIS_URL', 'TRUST_PROXY', 'SHUTDOWN_DRAIN_MS'])
+    assert.ok(CONFIG_VARIABLES.has(name), name);
 });
 
 test('every variable the Dockerfile sets is read by the configuration and accepted', () => {
@@ -50,7 +51,8 @@ test('every variable of each compose instance is read by the configuration and a
   assert.equal(apiServices.length, 2, 'two service instances');
   for (const [name, service] of apiServices) {
     const env = service.environment!;
-    for (const variable of Object.keys(env)) assert.ok(CONFIG_VARIABLES.has(variable), `${name} sets ${variable}, which the service does not read`);
+    for (const variable of Object.keys(env))
+      assert.ok(CONFIG_VARIABLES.has(variable), `${name} sets ${variable}, which the service does not read`);
     const config = loadConfig(env);
     assert.equal(config.database.engine, 'postgres', name);
     assert.ok(config.redisUrl, `${name} uses Redis`);
@@ -73,7 +75,7 @@ test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstrea
   assert.match(nginx, /X-Forwarded-For \$proxy_add_x_forwarded_for/);
 });
 
-test('the container runs the serve command as npm start does, with the Node.js flags of the command\'s first line', () => {
+test("the container runs the serve command as npm start does, with the Node.js flags of the command's first line", () => {
   const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
   const start = packageJson.scripts.start!.split('&&').at(-1)!.trim().split(/\s+/);
   assert.deepEqual(cmd, start);
@@ -122,6 +124,9 @@ test('the build stage copies every project file that npm ci and its prepare scri
   }
   for (const path of needed.map((p) => posix.normalize(p))) {
     const top = path.split('/')[0]!;
-    assert.ok(copied.some((c) => c.replace(/\/$/, '').replace(/^\.\//, '') === top || c === path), `the build stage does not copy ${path}`);
+    assert.ok(
+      copied.some((c) => c.replace(/\/$/, '').replace(/^\.\//, '') === top || c === path),
+      `the build stage does not copy ${path}`,
+    );
   }
 });

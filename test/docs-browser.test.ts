@@ -24,7 +24,14 @@ test('GET /docs renders the operations, the deprecation, the rate-limit headers 
   t.after(() => server.close());
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--no-first-run',
+    ],
   });
   t.after(() => browser.close());
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
@@ -60,13 +67,17 @@ test('GET /docs renders the operations, the deprecation, the rate-limit headers 
   for (const operationId of ['listPets', 'createPet']) {
     const text = await section(operationId);
     assert.doesNotMatch(text, /Deprecated/, `${operationId} is not deprecated`);
-    assert.ok(text.includes('X-RateLimit-Limit') && text.includes('Retry-After'), `${operationId}'s section shows the rate-limit headers and Retry-After`);
+    assert.ok(
+      text.includes('X-RateLimit-Limit') && text.includes('Retry-After'),
+      `${operationId}'s section shows the rate-limit headers and Retry-After`,
+    );
   }
 
   // The error codes are in the Error schema of every error response: in listPets' section, the 429
   // answer is expanded; its schema lists them.
   const listPets = await section('listPets');
-  for (const code of ['rate_limited', 'key_banned', 'invalid_request', 'unauthorized']) assert.ok(listPets.includes(code), `error code ${code} shown in listPets`);
+  for (const code of ['rate_limited', 'key_banned', 'invalid_request', 'unauthorized'])
+    assert.ok(listPets.includes(code), `error code ${code} shown in listPets`);
 
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: new URL('docs.png', ARTIFACTS).pathname, fullPage: false });

@@ -36,8 +36,17 @@ test('one failing insert fails only its own create', async (t) => {
   });
   const names = ['a', 'bad', 'c'];
   const outcomes = await Promise.allSettled(names.map((name) => commits.add({ name, categoryId: 1n, status: 'available' })));
-  assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
-  assert.deepEqual(db.prepare('SELECT name FROM pets ORDER BY id').all().map((row) => row.name), ['a', 'c']);
+  assert.deepEqual(
+    outcomes.map((o) => o.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
+  assert.deepEqual(
+    db
+      .prepare('SELECT name FROM pets ORDER BY id')
+      .all()
+      .map((row) => row.name),
+    ['a', 'c'],
+  );
 });
 
 test('closing the store commits creates already accepted', async (t) => {

@@ -35,7 +35,10 @@ function countBytesRead(server: TestServer): { bytesRead: number[]; closed(count
  * connection takes them until the server closes it. Resolves with the first answer, when it came,
  * and when the connection closed.
  */
-async function streamUntilClosed(socket: Socket, head: string): Promise<{ answer: string; answeredAt: number; closedAt: number; written: number }> {
+async function streamUntilClosed(
+  socket: Socket,
+  head: string,
+): Promise<{ answer: string; answeredAt: number; closedAt: number; written: number }> {
   const chunk = Buffer.alloc(64 * 1024);
   let written = 0;
   let answer = '';
@@ -82,7 +85,9 @@ describe('refused requests cost nothing', () => {
     await seen.closed(1);
     const read = seen.bytesRead[0]!;
     assert.ok(read < 4 * 1024 * 1024, `the server read ${read} bytes of a refused body`);
-    t.diagnostic(`401: closed ${result.closedAt - result.answeredAt} ms after the answer; server read ${read} bytes, the client wrote ${result.written}`);
+    t.diagnostic(
+      `401: closed ${result.closedAt - result.answeredAt} ms after the answer; server read ${read} bytes, the client wrote ${result.written}`,
+    );
   });
 
   test('the same after a 429, and for a chunked body of unknown length', async (t) => {
@@ -253,7 +258,9 @@ describe('error bodies stay small', () => {
     const notFound = await call(server, 'GET', path, { key });
     assert.equal(notFound.status, 404);
     assert.ok(Buffer.byteLength(notFound.text) < 4096);
-    t.diagnostic(`error body sizes: 8,000 fields ${Buffer.byteLength(many.text)} B, 60 KB name ${Buffer.byteLength(long.text)} B, control characters ${Buffer.byteLength(escaped.text)} B, 8 KB path ${Buffer.byteLength(notFound.text)} B`);
+    t.diagnostic(
+      `error body sizes: 8,000 fields ${Buffer.byteLength(many.text)} B, 60 KB name ${Buffer.byteLength(long.text)} B, control characters ${Buffer.byteLength(escaped.text)} B, 8 KB path ${Buffer.byteLength(notFound.text)} B`,
+    );
   });
 });
 
@@ -272,7 +279,10 @@ describe('answers Node would write itself', () => {
     assert.equal(body.code, 'invalid_request');
     assert.match(body.message, /Host/);
     assert.equal(body.requestId, answer.headers['x-request-id']);
-    assert.ok(lines.some((l) => l.includes(`"requestId":"${body.requestId}"`) && l.includes('"status":400')), 'logged');
+    assert.ok(
+      lines.some((l) => l.includes(`"requestId":"${body.requestId}"`) && l.includes('"status":400')),
+      'logged',
+    );
     const metrics = (await call(server, 'GET', '/metrics', { key: token })).text;
     assert.match(metrics, /petstore_http_requests_total\{operation="listPets",status="400"\} 1/);
     // Two Host lines are as bad as none (RFC 9112 §3.2); Node alone would keep the first.

@@ -112,7 +112,10 @@ describe('rate-limit headers', () => {
       await call(server, 'POST', '/v1/pets', { key, body: JSON.stringify({ name: 'x'.repeat(70_000) }) }),
       await call(server, 'GET', '/v1/unknown', { key }),
     ];
-    assert.deepEqual(answers.map((a) => a.status), [200, 201, 200, 400, 404, 405, 415, 413, 404]);
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 201, 200, 400, 404, 405, 415, 413, 404],
+    );
     answers.forEach((res, i) => {
       assert.equal(res.headers.get('x-ratelimit-limit'), '60');
       assert.equal(res.headers.get('x-ratelimit-remaining'), String(59 - i));
@@ -124,7 +127,10 @@ describe('rate-limit headers', () => {
   });
 
   test('each plan shows its own figure', async () => {
-    for (const [plan, figure] of [['pro', '300'], ['business', '1000']] as const) {
+    for (const [plan, figure] of [
+      ['pro', '300'],
+      ['business', '1000'],
+    ] as const) {
       const res = await call(server, 'GET', '/v1/pets', { key: await server.key(plan) });
       assert.equal(res.headers.get('x-ratelimit-limit'), figure);
     }

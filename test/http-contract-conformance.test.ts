@@ -48,7 +48,8 @@ function responseSpec(method: string, path: string, status: number): { spec: any
     const spec = document.paths[op.path][op.method.toLowerCase()].responses[String(status)];
     return spec ? { spec, where: `#/paths/${op.path.replaceAll('/', '~1')}/${op.method.toLowerCase()}/responses/${status}` } : 'undeclared';
   }
-  if (known.length && status === 405) return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
+  if (known.length && status === 405)
+    return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
   return undefined;
 }
 
@@ -136,7 +137,12 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
   const status = fc.constantFrom('available', 'pending', 'sold', 'adopted', '', 'SOLD');
   const listQuery = fc
     .record(
-      { limit: queryValue, status, cursor: fc.oneof(fc.string({ maxLength: 40 }), fc.constant('eyJhIjoxfQ')), other: fc.string({ maxLength: 8 }) },
+      {
+        limit: queryValue,
+        status,
+        cursor: fc.oneof(fc.string({ maxLength: 40 }), fc.constant('eyJhIjoxfQ')),
+        other: fc.string({ maxLength: 8 }),
+      },
       { requiredKeys: [] },
     )
     .map((q) => '/v1/pets?' + new URLSearchParams(q as Record<string, string>).toString());
@@ -148,20 +154,29 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
     )
     .map((id) => `/v1/pets/${id}`);
   const petBody = fc.oneof(
-    fc.record(
-      {
-        name: fc.oneof(fc.string({ maxLength: 120 }), fc.constant(''), fc.constant(' '), fc.integer()),
-        categoryId: fc.oneof(fc.bigInt({ min: -5n, max: 2n ** 63n + 5n }), fc.double(), fc.string({ maxLength: 5 })),
-        status: fc.oneof(status, fc.integer()),
-        id: fc.integer(),
-        extra: fc.string(),
-      },
-      { requiredKeys: [] },
-    ).map((o) => JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `@@${v}@@` : v)).replace(/"@@(-?\d+)@@"/g, '$1')),
+    fc
+      .record(
+        {
+          name: fc.oneof(fc.string({ maxLength: 120 }), fc.constant(''), fc.constant(' '), fc.integer()),
+          categoryId: fc.oneof(fc.bigInt({ min: -5n, max: 2n ** 63n + 5n }), fc.double(), fc.string({ maxLength: 5 })),
+          status: fc.oneof(status, fc.integer()),
+          id: fc.integer(),
+          extra: fc.string(),
+        },
+        { requiredKeys: [] },
+      )
+      .map((o) => JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `@@${v}@@` : v)).replace(/"@@(-?\d+)@@"/g, '$1')),
     fc.constantFrom('', '{', '[]', 'null', '"pet"', '{"name":"a","categoryId":1,"name":"b"}', '{"name":"Rex","categoryId":1}'),
     fc.json(),
   );
-  const contentType = fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/xml', '', 'application/merge-patch+json');
+  const contentType = fc.constantFrom(
+    'application/json',
+    'application/json; charset=utf-8',
+    'text/plain',
+    'application/xml',
+    '',
+    'application/merge-patch+json',
+  );
 
   const request = fc.oneof(
     fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: listQuery, headers: keys }),
@@ -195,9 +210,17 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
   // The run must have reached the answers the document describes, not only a few of them.
   const seen = [...statusesSeen].join('\n');
   for (const expected of [
-    'GET /v1/pets 200', 'GET /v1/pets 400', 'GET /v1/pets 401',
-    'POST /v1/pets 201', 'POST /v1/pets 400', 'POST /v1/pets 401', 'POST /v1/pets 415',
-    'GET /v1/pets/{id} 200', 'GET /v1/pets/{id} 400', 'GET /v1/pets/{id} 404', 'PUT /v1/pets 405',
+    'GET /v1/pets 200',
+    'GET /v1/pets 400',
+    'GET /v1/pets 401',
+    'POST /v1/pets 201',
+    'POST /v1/pets 400',
+    'POST /v1/pets 401',
+    'POST /v1/pets 415',
+    'GET /v1/pets/{id} 200',
+    'GET /v1/pets/{id} 400',
+    'GET /v1/pets/{id} 404',
+    'PUT /v1/pets 405',
   ]) {
     assert.ok(seen.includes(expected), `never saw ${expected}; saw:\n${seen}`);
   }

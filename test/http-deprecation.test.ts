@@ -27,7 +27,10 @@ describe('deprecation of getPet', () => {
       await call(server, 'GET', '/v1/pets/abc', { key }),
       await call(server, 'GET', '/v1/pets/1'),
     ];
-    assert.deepEqual(answers.map((a) => a.status), [200, 404, 400, 401]);
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 404, 400, 401],
+    );
     for (const res of answers) assertDeprecationHeaders(res.headers);
   });
 

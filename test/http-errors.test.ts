@@ -68,7 +68,11 @@ describe('client errors', () => {
       const before = await storedCount(server);
       const res = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'content-type': 'application/json' } });
       const err = errorOf(res, 400, 'invalid_request');
-      if (field) assert.ok(err.details?.some((d: { field: string }) => d.field === field), JSON.stringify(err));
+      if (field)
+        assert.ok(
+          err.details?.some((d: { field: string }) => d.field === field),
+          JSON.stringify(err),
+        );
       assert.equal(await storedCount(server), before);
     });
   }
@@ -81,11 +85,17 @@ describe('client errors', () => {
       { field: 'id', problem: 'is not a field of this resource' },
       { field: 'name', problem: 'must not be only white space' },
     ]);
-    assert.equal(err.message, 'Invalid body: categoryId is required; id is not a field of this resource; name must not be only white space');
+    assert.equal(
+      err.message,
+      'Invalid body: categoryId is required; id is not a field of this resource; name must not be only white space',
+    );
   });
 
   test('a body over 64 KiB is a 413', async () => {
-    const res = await call(server, 'POST', '/v1/pets', { key, body: JSON.stringify({ name: 'a', categoryId: 1, pad: 'x'.repeat(70_000) }) });
+    const res = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: JSON.stringify({ name: 'a', categoryId: 1, pad: 'x'.repeat(70_000) }),
+    });
     errorOf(res, 413, 'payload_too_large');
   });
 
@@ -114,9 +124,23 @@ describe('client errors', () => {
   });
 
   const BAD_QUERIES = [
-    'limit=0', 'limit=101', 'limit=-1', 'limit=abc', 'limit=1.5', 'limit=', 'limit=1&limit=2', 'limit=1e1',
-    'status=adopted', 'status=', 'status=SOLD', 'status=sold&status=pending',
-    'cursor=abc', 'cursor=', 'cursor=' + 'A'.repeat(300), 'cursor=%00', 'cursor=a&cursor=b',
+    'limit=0',
+    'limit=101',
+    'limit=-1',
+    'limit=abc',
+    'limit=1.5',
+    'limit=',
+    'limit=1&limit=2',
+    'limit=1e1',
+    'status=adopted',
+    'status=',
+    'status=SOLD',
+    'status=sold&status=pending',
+    'cursor=abc',
+    'cursor=',
+    'cursor=' + 'A'.repeat(300),
+    'cursor=%00',
+    'cursor=a&cursor=b',
   ];
   for (const query of BAD_QUERIES) {
     test(`listPets refuses ?${query} with a 400`, async () => {
@@ -193,7 +217,11 @@ describe('client errors', () => {
   test('a body that is not valid UTF-8 is a 400 and is not stored with replacement characters', async () => {
     const before = await storedCount(server);
     const bytes = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","categoryId":1}')]);
-    const res = await fetch(`${server.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: bytes });
+    const res = await fetch(`${server.url}/v1/pets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: bytes,
+    });
     const err = errorOf({ status: res.status, headers: res.headers, json: await res.json() }, 400, 'invalid_request');
     assert.match(err.message, /UTF-8/);
     assert.equal(await storedCount(server), before);
@@ -239,7 +267,12 @@ describe('malformed HTTP', () => {
     ['a non-numeric Content-Length', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}', 400, 'invalid_request'],
     ['TRACE on a known path', 'TRACE /v1/pets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 405, 'method_not_allowed'],
     ['an unknown method', 'FOO /v1/pets HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'invalid_request'],
-    ['headers over the size limit', `GET /v1/pets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'request_header_fields_too_large'],
+    [
+      'headers over the size limit',
+      `GET /v1/pets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'request_header_fields_too_large',
+    ],
   ];
   for (const [label, bytes, status, code] of CASES) {
     test(`${label} gets ${status} with the Error shape`, async () => {
@@ -251,7 +284,11 @@ describe('malformed HTTP', () => {
 
   test('a compressed request body is a 415', async () => {
     const key = await server.key();
-    const res = await call(server, 'POST', '/v1/pets', { key, body: '{}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    const res = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: '{}',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    });
     errorOf(res, 415, 'unsupported_media_type');
   });
 });

@@ -21,7 +21,8 @@ describe('Idempotency-Key', () => {
 
   test('the first response is stored and replayed, with one pet however many retries', async () => {
     const before = await count(server);
-    const send = () => call(server, 'POST', '/v1/pets', { key, body: { name: 'Rex', categoryId: 7 }, headers: { 'idempotency-key': 'create-rex-1' } });
+    const send = () =>
+      call(server, 'POST', '/v1/pets', { key, body: { name: 'Rex', categoryId: 7 }, headers: { 'idempotency-key': 'create-rex-1' } });
     const first = await send();
     assert.equal(first.status, 201);
     assert.equal(first.headers.get('idempotent-replayed'), null);
@@ -38,11 +39,19 @@ describe('Idempotency-Key', () => {
   test('the same key with a different body is a 422 and stores nothing', async () => {
     await call(server, 'POST', '/v1/pets', { key, body: { name: 'Tom', categoryId: 1 }, headers: { 'idempotency-key': 'create-tom' } });
     const before = await count(server);
-    const other = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Jerry', categoryId: 1 }, headers: { 'idempotency-key': 'create-tom' } });
+    const other = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: { name: 'Jerry', categoryId: 1 },
+      headers: { 'idempotency-key': 'create-tom' },
+    });
     errorOf(other, 422, 'idempotency_key_reused');
     assert.equal(await count(server), before);
     // The same pet written differently is the same request.
-    const same = await call(server, 'POST', '/v1/pets', { key, body: '{ "categoryId": 1.0, "name": "Tom", "status": "available" }', headers: { 'idempotency-key': 'create-tom' } });
+    const same = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: '{ "categoryId": 1.0, "name": "Tom", "status": "available" }',
+      headers: { 'idempotency-key': 'create-tom' },
+    });
     assert.equal(same.status, 201);
     assert.equal(same.headers.get('idempotent-replayed'), 'true');
   });
@@ -50,7 +59,9 @@ describe('Idempotency-Key', () => {
   test('concurrent duplicates: exactly one pet; the others get 409 with Retry-After or the replay', async () => {
     const before = await count(server);
     const answers = await Promise.all(
-      Array.from({ length: 12 }, () => call(server, 'POST', '/v1/pets', { key, body: { name: 'Racer', categoryId: 3 }, headers: { 'idempotency-key': 'race-1' } })),
+      Array.from({ length: 12 }, () =>
+        call(server, 'POST', '/v1/pets', { key, body: { name: 'Racer', categoryId: 3 }, headers: { 'idempotency-key': 'race-1' } }),
+      ),
     );
     const fresh = answers.filter((a) => a.status === 201 && a.headers.get('idempotent-replayed') === null);
     assert.equal(fresh.length, 1, answers.map((a) => a.status).join(','));
@@ -70,7 +81,10 @@ describe('Idempotency-Key', () => {
     const keyId = (await server.store.listKeys()).find((k) => key.startsWith(k.prefix))!.id;
     const body = { name: 'Held', categoryId: 5 };
     // A request that claimed the key and is still creating (here: its claim, made directly).
-    const hash = (await import('node:crypto')).createHash('sha256').update(JSON.stringify(['Held', '5', 'available'])).digest('hex');
+    const hash = (await import('node:crypto'))
+      .createHash('sha256')
+      .update(JSON.stringify(['Held', '5', 'available']))
+      .digest('hex');
     const claim = await server.store.claimIdempotencyKey({ keyId, idempotencyKey: 'held-1' }, hash, server.clock.now(), 86_400_000, 60_000);
     assert.equal(claim.state, 'claimed');
     const duplicate = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
@@ -85,13 +99,25 @@ describe('Idempotency-Key', () => {
 
   test('keys are scoped to the API key, and expire after 24 hours', async () => {
     const otherKey = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
-    const mine = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
-    const theirs = await call(server, 'POST', '/v1/pets', { key: otherKey, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
+    const mine = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: { name: 'Scoped', categoryId: 1 },
+      headers: { 'idempotency-key': 'shared-name' },
+    });
+    const theirs = await call(server, 'POST', '/v1/pets', {
+      key: otherKey,
+      body: { name: 'Scoped', categoryId: 1 },
+      headers: { 'idempotency-key': 'shared-name' },
+    });
     assert.equal(theirs.headers.get('idempotent-replayed'), null);
     assert.notEqual(theirs.json.id, mine.json.id);
 
     server.clock.advance(24 * 60 * 60 * 1000 + 1);
-    const later = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Scoped', categoryId: 1 }, headers: { 'idempotency-key': 'shared-name' } });
+    const later = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: { name: 'Scoped', categoryId: 1 },
+      headers: { 'idempotency-key': 'shared-name' },
+    });
     assert.equal(later.status, 201);
     assert.equal(later.headers.get('idempotent-replayed'), null);
     assert.notEqual(later.json.id, mine.json.id);
@@ -127,15 +153,27 @@ describe('Idempotency-Key', () => {
   test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {
     const before = await count(server);
     for (const bad of ['x'.repeat(256), 'has space', '""', '"unterminated', '"bad \\ escape"']) {
-      const res = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Bad key', categoryId: 1 }, headers: { 'idempotency-key': bad } });
+      const res = await call(server, 'POST', '/v1/pets', {
+        key,
+        body: { name: 'Bad key', categoryId: 1 },
+        headers: { 'idempotency-key': bad },
+      });
       errorOf(res, 400, 'invalid_request');
     }
     assert.equal(await count(server), before);
   });
 
   test('an invalid body with a key stores no claim: the key stays free for the corrected request', async () => {
-    errorOf(await call(server, 'POST', '/v1/pets', { key, body: { name: '', categoryId: 1 }, headers: { 'idempotency-key': 'fix-me' } }), 400, 'invalid_request');
-    const fixed = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Fixed', categoryId: 1 }, headers: { 'idempotency-key': 'fix-me' } });
+    errorOf(
+      await call(server, 'POST', '/v1/pets', { key, body: { name: '', categoryId: 1 }, headers: { 'idempotency-key': 'fix-me' } }),
+      400,
+      'invalid_request',
+    );
+    const fixed = await call(server, 'POST', '/v1/pets', {
+      key,
+      body: { name: 'Fixed', categoryId: 1 },
+      headers: { 'idempotency-key': 'fix-me' },
+    });
     assert.equal(fixed.status, 201);
     assert.equal(fixed.headers.get('idempotent-replayed'), null);
   });

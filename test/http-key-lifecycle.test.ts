@@ -10,7 +10,8 @@ import { describe, test } from 'node:test';
 import { changePlan, rotateKey, setExpiry } from '../src/cli/keys.ts';
 import { call, startTestServer, type TestServer } from './support/servers.ts';
 
-const keyIdOf = async (server: TestServer, prefixOf: string) => (await server.store.listKeys()).find((k) => prefixOf.startsWith(k.prefix))!.id;
+const keyIdOf = async (server: TestServer, prefixOf: string) =>
+  (await server.store.listKeys()).find((k) => prefixOf.startsWith(k.prefix))!.id;
 
 describe('key lifecycle', () => {
   test('rotation: both keys work during the grace period, only the new one after it', async (t) => {
@@ -91,7 +92,10 @@ describe('constant-time verification', () => {
     // comparison could show and far below what a loaded machine's noise could make flaky over medians.
     const times = { unknown: [] as number[], wrong: [] as number[] };
     for (let i = 0; i < 300; i++) {
-      for (const [name, key] of [['unknown', unknown], ['wrong', wrong]] as const) {
+      for (const [name, key] of [
+        ['unknown', unknown],
+        ['wrong', wrong],
+      ] as const) {
         server.clock.advance(60_000); // stay clear of the per-address limit
         const started = performance.now();
         await call(server, 'GET', '/v1/pets', { key });

@@ -173,7 +173,11 @@ describe('security headers and CORS', () => {
     const server = await startTestServer();
     t.after(() => server.close());
     const key = await server.key('free');
-    for (const res of [await call(server, 'GET', '/v1/pets', { key }), await call(server, 'GET', '/v1/pets'), await call(server, 'GET', '/healthz')]) {
+    for (const res of [
+      await call(server, 'GET', '/v1/pets', { key }),
+      await call(server, 'GET', '/v1/pets'),
+      await call(server, 'GET', '/healthz'),
+    ]) {
       assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
       assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'");
     }
@@ -192,7 +196,11 @@ describe('security headers and CORS', () => {
     assert.match(allowed.headers.get('vary')!, /Origin/);
     const preflight = await fetch(`${server.url}/v1/pets`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      headers: {
+        origin: 'https://app.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type',
+      },
     });
     assert.equal(preflight.status, 204);
     assert.match(preflight.headers.get('access-control-allow-headers')!, /Authorization/);

@@ -86,7 +86,10 @@ describe('listing', () => {
     const res = await call(server, 'GET', '/v1/pets', { key });
     assert.equal(res.status, 200);
     assert.equal(res.json.length, 20);
-    assert.deepEqual(res.json.map((p: { id: number }) => p.id), created.slice(0, 20).map((p) => p.id));
+    assert.deepEqual(
+      res.json.map((p: { id: number }) => p.id),
+      created.slice(0, 20).map((p) => p.id),
+    );
   });
 
   test('limit bounds the page; limit=100 returns everything here', async () => {
@@ -176,7 +179,10 @@ describe('listing', () => {
       const ownKey = await own.key('business');
       for (const name of ['a', 'b', 'c']) await call(own, 'POST', '/v1/pets', { key: ownKey, body: { name, categoryId: 1 } });
       const first = await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey });
-      assert.deepEqual(first.json.map((p: { name: string }) => p.name), ['a', 'b']);
+      assert.deepEqual(
+        first.json.map((p: { name: string }) => p.name),
+        ['a', 'b'],
+      );
       // What only PostgreSQL can do to a full page: a pet below its last id disappears (a create whose
       // outcome was lost, undone) or appears (a slower transaction filling a gap).
       if (ENGINE === 'postgres') {
@@ -186,7 +192,12 @@ describe('listing', () => {
       assert.equal((await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey })).text, first.text, 'served from the cache');
       own.clock.advance(1);
       const later = await call(own, 'GET', '/v1/pets?limit=2', { key: ownKey });
-      if (ENGINE === 'postgres') assert.deepEqual(later.json.map((p: { name: string }) => p.name), ['a', 'c'], 'read again after its lifetime');
+      if (ENGINE === 'postgres')
+        assert.deepEqual(
+          later.json.map((p: { name: string }) => p.name),
+          ['a', 'c'],
+          'read again after its lifetime',
+        );
       else assert.equal(later.text, first.text, 'final on SQLite');
     } finally {
       await own.close();

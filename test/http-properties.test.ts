@@ -44,7 +44,8 @@ function assertWellFormed(answer: RawAnswer, method: string, target: string, lab
     assert.ok(typeof body.message === 'string' && body.message.length > 0, label);
   }
   const refusedBeforeCharging =
-    method === 'CONNECT' || (answer.status === 400 && (/"message":"Malformed HTTP request"/.test(answer.body) || hasBadPercentEncoding(target)));
+    method === 'CONNECT' ||
+    (answer.status === 400 && (/"message":"Malformed HTTP request"/.test(answer.body) || hasBadPercentEncoding(target)));
   const isUnderV1 = /^(?:[a-z]+:\/\/[^/?#]*)?\/v1(\/|\?|$)/i.test(target);
   if (isUnderV1 && !refusedBeforeCharging && answer.status !== 431) {
     for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy']) {
@@ -59,7 +60,7 @@ async function check(property: fc.IAsyncProperty<any>, params: fc.Parameters<any
     await fc.assert(property, params);
   } catch (err) {
     const cause = (err as { cause?: Error }).cause;
-    throw new Error(`${(err as Error).message}\n${cause?.message ?? ''}`);
+    throw new Error(`${(err as Error).message}\n${cause?.message ?? ''}`, { cause: err });
   }
 }
 
@@ -74,14 +75,32 @@ const headerValue = fc.oneof(
   fc.string({ unit: 'binary-ascii', maxLength: 40 }).map((s) => s.replace(/[\r\n]/g, '')),
 );
 const pathSegment = fc.oneof(
-  fc.constantFrom('pets', '1', '0', '-1', '9223372036854775807', '9223372036854775808', '%', '%zz', '%00', '..', '', 'pets%2F1', '%E2%82%AC'),
+  fc.constantFrom(
+    'pets',
+    '1',
+    '0',
+    '-1',
+    '9223372036854775807',
+    '9223372036854775808',
+    '%',
+    '%zz',
+    '%00',
+    '..',
+    '',
+    'pets%2F1',
+    '%E2%82%AC',
+  ),
   anyText(10).map(encodeURIComponent),
   fc.string({ unit: 'binary-ascii', maxLength: 10 }).map((s) => s.replace(/[\s#?]/g, '')),
 );
 const target = fc
   .record({
     segments: fc.array(pathSegment, { maxLength: 3 }),
-    query: fc.oneof(fc.constant(''), fc.string({ unit: 'binary-ascii', maxLength: 30 }).map((q) => '?' + q.replace(/[\s#]/g, '')), anyText(20).map((q) => '?limit=' + encodeURIComponent(q))),
+    query: fc.oneof(
+      fc.constant(''),
+      fc.string({ unit: 'binary-ascii', maxLength: 30 }).map((q) => '?' + q.replace(/[\s#]/g, '')),
+      anyText(20).map((q) => '?limit=' + encodeURIComponent(q)),
+    ),
     root: fc.constantFrom('/v1/pets', '/v1', '/v1/pets/', '/', '/v2'),
   })
   .map(({ root, segments, query }) => (segments.length ? `${root.replace(/\/$/, '')}/${segments.join('/')}` : root) + query)
@@ -89,7 +108,16 @@ const target = fc
   .chain((path) => fc.constantFrom(path, `http://example.com${path}`, `HTTP://localhost:8080${path}`));
 const method = fc.oneof(fc.constantFrom('GET', 'POST', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'), token);
 const contentType = fc.oneof(
-  fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/json; charset=latin1', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/JSON', ''),
+  fc.constantFrom(
+    'application/json',
+    'application/json; charset=utf-8',
+    'application/json; charset=latin1',
+    'text/plain',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/JSON',
+    '',
+  ),
   anyText(20).map((s) => s.replace(/[\r\n]/g, '')),
 );
 const body = fc.oneof(
@@ -104,21 +132,39 @@ test('arbitrary requests: never a 5xx, errors in the Error shape, rate-limit hea
   const server = await startTestServer(TIMEOUTS);
   t.after(() => server.close());
   const key = await server.key('enterprise', { rpm: 1_000_000, rpd: 10_000_000 });
-  const authorization = fc.oneof(fc.constant<[string, string][]>([['Authorization', `Bearer ${key}`]]), fc.constant<[string, string][]>([]), headerValue.map((v) => [['Authorization', v]] as [string, string][]));
-  const extraHeaders = fc.array(fc.tuple(fc.oneof(token, fc.constantFrom('Content-Type', 'Authorization', 'X-Forwarded-For', 'Accept', 'Cookie', 'Expect')), headerValue), { maxLength: 4 });
+  const authorization = fc.oneof(
+    fc.constant<[string, string][]>([['Authorization', `Bearer ${key}`]]),
+    fc.constant<[string, string][]>([]),
+    headerValue.map((v) => [['Authorization', v]] as [string, string][]),
+  );
+  const extraHeaders = fc.array(
+    fc.tuple(
+      fc.oneof(token, fc.constantFrom('Content-Type', 'Authorization', 'X-Forwarded-For', 'Accept', 'Cookie', 'Expect')),
+      headerValue,
+    ),
+    { maxLength: 4 },
+  );
 
   let stored = await storedCount(server);
   await check(
-    fc.asyncProperty(method, target, authorization, extraHeaders, fc.option(contentType), fc.option(body), async (m, path, auth, extra, type, payload) => {
-      const headers: [string, string][] = [...auth, ...extra];
-      if (type !== null) headers.push(['Content-Type', type]);
-      const label = `${m} ${path} ${JSON.stringify(headers).slice(0, 300)} body ${payload?.length ?? 0} bytes`;
-      const answer = await sendRaw(server.url, requestBytes(m, path, headers, payload ?? undefined));
-      assertWellFormed(answer, m, path, label);
-      const now = await storedCount(server);
-      assert.equal(now, stored + (answer.status === 201 ? 1 : 0), `stored ${now - stored} pets after ${answer.status}: ${label}`);
-      stored = now;
-    }),
+    fc.asyncProperty(
+      method,
+      target,
+      authorization,
+      extraHeaders,
+      fc.option(contentType),
+      fc.option(body),
+      async (m, path, auth, extra, type, payload) => {
+        const headers: [string, string][] = [...auth, ...extra];
+        if (type !== null) headers.push(['Content-Type', type]);
+        const label = `${m} ${path} ${JSON.stringify(headers).slice(0, 300)} body ${payload?.length ?? 0} bytes`;
+        const answer = await sendRaw(server.url, requestBytes(m, path, headers, payload ?? undefined));
+        assertWellFormed(answer, m, path, label);
+        const now = await storedCount(server);
+        assert.equal(now, stored + (answer.status === 201 ? 1 : 0), `stored ${now - stored} pets after ${answer.status}: ${label}`);
+        stored = now;
+      },
+    ),
     { numRuns: 400 },
   );
 });
@@ -151,9 +197,7 @@ test('valid pets are always accepted and read back exactly, names of any Unicode
   const server = await startTestServer(TIMEOUTS);
   t.after(() => server.close());
   const key = await server.key('enterprise', { rpm: 1_000_000, rpd: 10_000_000 });
-  const name = fc
-    .string({ unit: 'binary', minLength: 1, maxLength: 100 })
-    .filter((s) => !s.includes('\u0000') && /\S/u.test(s));
+  const name = fc.string({ unit: 'binary', minLength: 1, maxLength: 100 }).filter((s) => !s.includes('\u0000') && /\S/u.test(s));
   const pet = fc.record({
     name,
     categoryId: fc.oneof(fc.bigInt({ min: 1n, max: 9223372036854775807n }), fc.constantFrom(1n, 9223372036854775807n, 2n ** 53n + 1n)),
@@ -163,13 +207,19 @@ test('valid pets are always accepted and read back exactly, names of any Unicode
     fc.asyncProperty(pet, async (p) => {
       // categoryId as an exact JSON integer literal, beyond what a double holds.
       const text = `{"name":${JSON.stringify(p.name)},"categoryId":${p.categoryId}${p.status ? `,"status":"${p.status}"` : ''}}`;
-      const headers: [string, string][] = [['Authorization', `Bearer ${key}`], ['Content-Type', 'application/json']];
+      const headers: [string, string][] = [
+        ['Authorization', `Bearer ${key}`],
+        ['Content-Type', 'application/json'],
+      ];
       const created = await sendRaw(server.url, requestBytes('POST', '/v1/pets', headers, Buffer.from(text)));
       assert.equal(created.status, 201, `${text} -> ${created.body}`);
       const read = await sendRaw(server.url, requestBytes('GET', created.headers.location!, headers));
       assert.equal(read.status, 200);
       const id = /"id":(\d+)/.exec(read.body)![1];
-      assert.equal(read.body, `{"id":${id},"name":${JSON.stringify(p.name)},"categoryId":${p.categoryId},"status":"${p.status ?? 'available'}"}`);
+      assert.equal(
+        read.body,
+        `{"id":${id},"name":${JSON.stringify(p.name)},"categoryId":${p.categoryId},"status":"${p.status ?? 'available'}"}`,
+      );
     }),
     { numRuns: 300 },
   );

@@ -102,7 +102,9 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
     // A new address in every request does not give 127.0.0.4 a new bucket each time.
     const statuses: number[] = [];
     for (let i = 0; i < ANONYMOUS_LIMIT; i++) {
-      statuses.push((await from('127.0.0.4', port, '/v1/pets', { 'x-forwarded-for': `10.0.0.${i}, not-an-address, ::ffff:8.8.8.${i}` })).status);
+      statuses.push(
+        (await from('127.0.0.4', port, '/v1/pets', { 'x-forwarded-for': `10.0.0.${i}, not-an-address, ::ffff:8.8.8.${i}` })).status,
+      );
     }
     assert.deepEqual(statuses, [...Array(ANONYMOUS_LIMIT - 1).fill(401), 429]);
   });
@@ -124,7 +126,10 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
       assert.equal(lines.find((l) => l.requestId === requestId)?.client, address, requestId);
     }
     assert.ok(!lines.some((l) => l.client === '203.0.113.9'), 'no client-written address reaches the log');
-    assert.ok(!lines.some((l) => l.requestId?.startsWith('nginx-test-') && l.client === '127.0.0.1'), "no request is logged with the proxy's address");
+    assert.ok(
+      !lines.some((l) => l.requestId?.startsWith('nginx-test-') && l.client === '127.0.0.1'),
+      "no request is logged with the proxy's address",
+    );
   });
 
   test('/metrics is not reachable through the proxy', async () => {
@@ -133,7 +138,11 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
 });
 
 if (!NGINX) {
-  console.log(['', '#'.repeat(78), '#  SKIPPED: the proxy test (nginx is not installed: apt-get install nginx-light).', '#'.repeat(78), ''].join('\n'));
+  console.log(
+    ['', '#'.repeat(78), '#  SKIPPED: the proxy test (nginx is not installed: apt-get install nginx-light).', '#'.repeat(78), ''].join(
+      '\n',
+    ),
+  );
   if (process.env.CI === 'true') {
     test('nginx is installed (CI runs the proxy test)', () => assert.fail('nginx is not installed; .ci/run installs nginx-light'));
   }

@@ -3,9 +3,8 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
+import { MINUTE_MS } from '../src/domain/durations.ts';
 
-const MINUTE = 60_000;
-const DAY = 86_400_000;
 let servers: TestServer[] = [];
 async function server(...args: Parameters<typeof startTestServer>): Promise<TestServer> {
   const s = await startTestServer(...args);
@@ -51,7 +50,7 @@ describe('windows', () => {
     const s = await server({ banThreshold: 1000 });
     const key = await s.key('free');
     await burst(s, 80, key);
-    s.clock.advance(MINUTE);
+    s.clock.advance(MINUTE_MS);
     const res = await call(s, 'GET', '/v1/pets', { key });
     assert.match(res.headers.get('ratelimit')!, /"day";r=939;/);
   });
@@ -68,12 +67,15 @@ describe('windows', () => {
     assert.equal(first.headers.get('ratelimit-policy'), '"minute";q=100;w=60, "day";q=5;w=86400');
     assert.equal(first.headers.get('ratelimit'), '"minute";r=99;t=60, "day";r=4;t=3600');
     await burst(s, 4, key);
-    s.clock.advance(5 * MINUTE); // a new minute does not help
+    s.clock.advance(5 * MINUTE_MS); // a new minute does not help
     const refused = await call(s, 'GET', '/v1/pets', { key });
     errorOf(refused, 429, 'rate_limited');
     assert.match(refused.json.message, /per day/);
     assert.equal(refused.headers.get('retry-after'), String(midnight - s.clock.now() / 1000));
-    assert.equal(Number(refused.headers.get('x-ratelimit-reset')), Math.floor(s.clock.now() / 1000) + Number(refused.headers.get('retry-after')));
+    assert.equal(
+      Number(refused.headers.get('x-ratelimit-reset')),
+      Math.floor(s.clock.now() / 1000) + Number(refused.headers.get('retry-after')),
+    );
     s.clock.ms = Date.UTC(2026, 10, 23);
     assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
   });
@@ -90,7 +92,10 @@ describe('windows', () => {
 
   test('every plan enforces its own figures', async () => {
     const s = await server({ banThreshold: 100_000 });
-    for (const [plan, perMinute] of [['pro', 300], ['business', 1000]] as const) {
+    for (const [plan, perMinute] of [
+      ['pro', 300],
+      ['business', 1000],
+    ] as const) {
       const key = await s.key(plan);
       const statuses = await burst(s, perMinute + 2, key);
       assert.equal(count(statuses, 200), perMinute, plan);
@@ -102,8 +107,20 @@ describe('windows', () => {
     const s = await server();
     const key = await s.key('free');
     const answers = await Promise.all(Array.from({ length: 150 }, () => call(s, 'GET', '/v1/pets', { key })));
-    assert.equal(count(answers.map((a) => a.status), 200), 60);
-    assert.equal(count(answers.map((a) => a.status), 429), 90);
+    assert.equal(
+      count(
+        answers.map((a) => a.status),
+        200,
+      ),
+      60,
+    );
+    assert.equal(
+      count(
+        answers.map((a) => a.status),
+        429,
+      ),
+      90,
+    );
     for (const a of answers.filter((x) => x.status === 429)) assert.ok(['rate_limited', 'key_banned'].includes(a.json.code));
   });
 
@@ -113,7 +130,13 @@ describe('windows', () => {
     const answers = await Promise.all(
       Array.from({ length: 60 }, (_, i) => call(s, 'POST', '/v1/pets', { key, body: { name: `p${i}`, categoryId: 1 } })),
     );
-    assert.equal(count(answers.map((a) => a.status), 201), 25);
+    assert.equal(
+      count(
+        answers.map((a) => a.status),
+        201,
+      ),
+      25,
+    );
     assert.equal((await s.store.listPets({ status: undefined, afterId: undefined, limit: 100 })).length, 25);
   });
 });
@@ -125,7 +148,13 @@ describe('bans', () => {
     s.clock.ms = Date.UTC(2026, 10, 22, 12, 0, 10);
     // 100 concurrent requests on a new Free key: 60 admitted, 40 refused, all in the same instant.
     const answers = await Promise.all(Array.from({ length: 100 }, () => call(s, 'GET', '/v1/pets', { key })));
-    assert.equal(count(answers.map((a) => a.status), 200), 60);
+    assert.equal(
+      count(
+        answers.map((a) => a.status),
+        200,
+      ),
+      60,
+    );
     assert.deepEqual([...new Set(answers.filter((a) => a.status === 429).map((a) => a.json.code))], ['rate_limited']);
     s.clock.advance(999);
     for (let i = 0; i < 30; i++) errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'rate_limited');
@@ -148,7 +177,10 @@ describe('bans', () => {
     const banEnd = s.clock.now() + 900_000;
     const [record] = await s.store.listKeys();
     assert.equal(await s.store.banEndOf(record!.id, s.clock.now()), banEnd);
-    assert.ok(logs.some((l) => /"msg":"key banned"/.test(l) && l.includes('"keyId":"key_')), 'the ban is logged');
+    assert.ok(
+      logs.some((l) => /"msg":"key banned"/.test(l) && l.includes('"keyId":"key_')),
+      'the ban is logged',
+    );
 
     s.clock.advance(53_000); // a new minute window: the quota is back, the ban is not
     const banned = await call(s, 'GET', '/v1/pets', { key });
@@ -176,8 +208,12 @@ describe('bans', () => {
     const s = await server({ banThreshold: 2, banGraceMs: 0 });
     const key = await s.key('enterprise', { rpm: 2, rpd: 1000 });
     await burst(s, 4, key); // 2 admitted, 2 refused: banned
-    s.clock.advance(MINUTE);
-    for (const [method, path, body] of [['GET', '/v1/pets'], ['POST', '/v1/pets', { name: 'a', categoryId: 1 }], ['GET', '/v1/pets/1']] as const) {
+    s.clock.advance(MINUTE_MS);
+    for (const [method, path, body] of [
+      ['GET', '/v1/pets'],
+      ['POST', '/v1/pets', { name: 'a', categoryId: 1 }],
+      ['GET', '/v1/pets/1'],
+    ] as const) {
       const res = await call(s, method, path, { key, body });
       errorOf(res, 429, 'key_banned');
       assert.equal(res.headers.get('x-ratelimit-remaining'), '0', 'the headers describe the ban');
@@ -212,7 +248,7 @@ describe('bans', () => {
     errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'key_banned');
     const [record] = await s.store.listKeys();
     assert.ok(await s.store.liftBan(record!.id, s.clock.now()));
-    s.clock.advance(MINUTE); // the cache TTL (2 s) has passed and the minute window has turned
+    s.clock.advance(MINUTE_MS); // the cache TTL (2 s) has passed and the minute window has turned
     assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
   });
 
@@ -246,7 +282,9 @@ describe('requests without a valid key', () => {
 
   test('X-Forwarded-For is ignored unless TRUST_PROXY says to believe it', async () => {
     const untrusting = await server({ anonymousPerMinute: 2 });
-    const spoofed = await Promise.all(['1.1.1.1', '2.2.2.2', '3.3.3.3'].map((ip) => burst(untrusting, 1, undefined, { 'x-forwarded-for': ip })));
+    const spoofed = await Promise.all(
+      ['1.1.1.1', '2.2.2.2', '3.3.3.3'].map((ip) => burst(untrusting, 1, undefined, { 'x-forwarded-for': ip })),
+    );
     assert.deepEqual(spoofed.flat(), [401, 401, 429]);
 
     // Behind one proxy (TRUST_PROXY=1), the entry it appended (the rightmost) is the client; what the
@@ -259,14 +297,20 @@ describe('requests without a valid key', () => {
     assert.deepEqual(await burst(oneHop, 1, undefined, { 'x-forwarded-for': '3.3.3.3' }), [429]);
     // One IPv6 client is one /64, whichever address of it it uses.
     assert.deepEqual(
-      await Promise.all(['2001:db8:1:2::1', '2001:db8:1:2::2', '2001:db8:1:2:ffff::3'].map((ip) => burst(oneHop, 1, undefined, { 'x-forwarded-for': ip }))).then((r) => r.flat().sort()),
+      await Promise.all(
+        ['2001:db8:1:2::1', '2001:db8:1:2::2', '2001:db8:1:2:ffff::3'].map((ip) => burst(oneHop, 1, undefined, { 'x-forwarded-for': ip })),
+      ).then((r) => r.flat().sort()),
       [401, 401, 429],
     );
 
     // With the proxies' addresses listed, entries are believed only while they come from one of them.
     const listed = await server({ anonymousPerMinute: 2, trustProxy: loadConfig({ TRUST_PROXY: '127.0.0.1, 10.0.0.0/8' }).trustProxy });
     assert.deepEqual(await burst(listed, 3, undefined, { 'x-forwarded-for': '4.4.4.4, 10.1.2.3' }), [401, 401, 429]);
-    assert.deepEqual(await burst(listed, 1, undefined, { 'x-forwarded-for': '5.5.5.5, 4.4.4.4, 10.1.2.3' }), [429], 'what 4.4.4.4 wrote is not believed');
+    assert.deepEqual(
+      await burst(listed, 1, undefined, { 'x-forwarded-for': '5.5.5.5, 4.4.4.4, 10.1.2.3' }),
+      [429],
+      'what 4.4.4.4 wrote is not believed',
+    );
   });
 
   test('ANONYMOUS_RATE_LIMIT_PER_MINUTE sets the figure', async () => {
@@ -276,4 +320,3 @@ describe('requests without a valid key', () => {
     assert.deepEqual(await burst(s, 5), [401, 401, 401, 401, 429]);
   });
 });
-

@@ -71,7 +71,10 @@ describe('three instances on one PostgreSQL and one Redis', () => {
       seen.push(...page.body.map((p: { id: number }) => p.id));
       path = /<([^>]+)>; rel="next"/.exec(page.headers.get('link') ?? '')?.[1];
     }
-    assert.deepEqual(seen.filter((id) => ids.includes(id)), ids);
+    assert.deepEqual(
+      seen.filter((id) => ids.includes(id)),
+      ids,
+    );
   });
 
   test('a ban earned on one instance reaches every instance, and so does unban', async () => {

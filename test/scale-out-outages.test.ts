@@ -121,4 +121,3 @@ describe('outages', () => {
     assert.match(server.output(), /Redis reachable again/);
   });
 });
-

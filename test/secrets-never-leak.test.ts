@@ -28,7 +28,13 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
   const replacement = JSON.parse(lastLine(rotation.stdout)).key as string;
   const keys = [good.key, revoked.key, expired.key, rotated.key, replacement];
   const wrong = good.key.slice(0, -2) + 'zz';
-  const forbidden = [...secrets, metricsToken, ...keys, wrong, ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex'))];
+  const forbidden = [
+    ...secrets,
+    metricsToken,
+    ...keys,
+    wrong,
+    ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex')),
+  ];
 
   const server = await startServerProcess(env);
   const seen: string[] = [];

@@ -88,7 +88,14 @@ interface LoadOutcome {
  * the server refuses them. signal() is called once ANSWERS_BEFORE_SIGNAL answers have arrived.
  */
 async function loadUntilRefused(url: string, key: string, signal: () => number): Promise<LoadOutcome> {
-  const outcome: LoadOutcome = { statuses: new Map(), created: [], failures: [], refusedAfterClose: 0, reused: 0, firstRefusalAt: undefined };
+  const outcome: LoadOutcome = {
+    statuses: new Map(),
+    created: [],
+    failures: [],
+    refusedAfterClose: 0,
+    reused: 0,
+    firstRefusalAt: undefined,
+  };
   let answered = 0;
   let signalledAt: number | undefined;
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
@@ -163,7 +170,11 @@ async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
     slow.destroy();
 
     assert.deepEqual(outcome.failures, [], 'requests failed other than by a refused connection after the listener closed');
-    assert.deepEqual([...outcome.statuses.keys()].filter((s) => s < 200 || s >= 300), [], `non-2xx answers: ${[...outcome.statuses]}`);
+    assert.deepEqual(
+      [...outcome.statuses.keys()].filter((s) => s < 200 || s >= 300),
+      [],
+      `non-2xx answers: ${[...outcome.statuses]}`,
+    );
     assert.ok(outcome.reused > CLIENTS, `the clients kept their connections alive (${outcome.reused} reused)`);
     assert.equal(code, 0, `exit status ${code}\n${server.output()}`);
     assert.ok(Date.now() - signalledAt < 10_000, `exit ${Date.now() - signalledAt} ms after the signal`);
@@ -277,8 +288,14 @@ test('shutdown settings: the drain must leave two seconds of SHUTDOWN_TIMEOUT_MS
   assert.deepEqual([loadConfig({}).shutdownDrainMs, loadConfig({}).shutdownTimeoutMs], [1000, 10_000]);
   assert.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '8000' }).shutdownDrainMs, 8000);
   assert.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '20000', SHUTDOWN_TIMEOUT_MS: '30000' }).shutdownDrainMs, 20_000);
-  assert.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: '8001' }), (err: Error) => err instanceof ConfigError && /SHUTDOWN_DRAIN_MS \(8001\).*SHUTDOWN_TIMEOUT_MS \(10000\)/.test(err.message));
+  assert.throws(
+    () => loadConfig({ SHUTDOWN_DRAIN_MS: '8001' }),
+    (err: Error) => err instanceof ConfigError && /SHUTDOWN_DRAIN_MS \(8001\).*SHUTDOWN_TIMEOUT_MS \(10000\)/.test(err.message),
+  );
   for (const bad of ['1999', '120001', '5s', '-1']) {
-    assert.throws(() => loadConfig({ SHUTDOWN_TIMEOUT_MS: bad }), (err: Error) => err instanceof ConfigError && err.message.startsWith('SHUTDOWN_TIMEOUT_MS'));
+    assert.throws(
+      () => loadConfig({ SHUTDOWN_TIMEOUT_MS: bad }),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith('SHUTDOWN_TIMEOUT_MS'),
+    );
   }
 });

@@ -46,7 +46,10 @@ function assertError(raw: string, status: number, code: string): void {
 }
 
 /** Opens count connections that send a partial request and then a header line every 200 ms. */
-async function slowloris(url: string, count: number): Promise<{ sockets: Socket[]; ends: Promise<Conversation>[]; openedAt: number; stop(): void }> {
+async function slowloris(
+  url: string,
+  count: number,
+): Promise<{ sockets: Socket[]; ends: Promise<Conversation>[]; openedAt: number; stop(): void }> {
   const openedAt = Date.now();
   const sockets = await Promise.all(Array.from({ length: count }, () => openSocket(url)));
   const ends = sockets.map(untilClosed);
@@ -148,7 +151,12 @@ test('oversized headers are answered 431 in the Error shape, one huge header or 
 
 test('beyond MAX_CONNECTIONS connections are closed at once; those inside keep working; slow ones hold the cap only until the headers timeout', async (t) => {
   // All from one address: the per-address cap (a quarter of the total by default) is off here.
-  const { server } = await serve(t, { MAX_CONNECTIONS: '10', MAX_CONNECTIONS_PER_ADDRESS: '0', HEADERS_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '4000' });
+  const { server } = await serve(t, {
+    MAX_CONNECTIONS: '10',
+    MAX_CONNECTIONS_PER_ADDRESS: '0',
+    HEADERS_TIMEOUT_MS: '2000',
+    REQUEST_TIMEOUT_MS: '4000',
+  });
   // One ordinary kept-alive connection and nine slow ones fill the cap.
   const kept = await openSocket(server.url);
   t.after(() => kept.destroy());
@@ -195,6 +203,9 @@ test('KEEP_ALIVE_TIMEOUT_MS: 72 s by default, longer than the usual proxy idle t
   assert.equal(loadConfig({}).keepAliveTimeoutMs, 72_000);
   assert.equal(loadConfig({ KEEP_ALIVE_TIMEOUT_MS: '5000' }).keepAliveTimeoutMs, 5000);
   for (const bad of ['999', '600001', '1e4', 'soon']) {
-    assert.throws(() => loadConfig({ KEEP_ALIVE_TIMEOUT_MS: bad }), (err: Error) => err instanceof ConfigError && err.message.startsWith('KEEP_ALIVE_TIMEOUT_MS'));
+    assert.throws(
+      () => loadConfig({ KEEP_ALIVE_TIMEOUT_MS: bad }),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith('KEEP_ALIVE_TIMEOUT_MS'),
+    );
   }
 });

@@ -201,7 +201,10 @@ function postgresExtra(): void {
         await client.connect();
         const { rows } = await client.query('SELECT version FROM schema_migrations ORDER BY version');
         await client.end();
-        assert.deepEqual(rows.map((r) => r.version), Array.from({ length: LATEST_POSTGRES_VERSION }, (_, i) => i + 1));
+        assert.deepEqual(
+          rows.map((r) => r.version),
+          Array.from({ length: LATEST_POSTGRES_VERSION }, (_, i) => i + 1),
+        );
         await Promise.all(stores.map((s) => s.close()));
       } finally {
         await database.drop();
@@ -233,7 +236,8 @@ const ENGINES: Engine[] = [
   { name: 'sqlite', open: sqliteHarness, extra: sqliteExtra },
   ...(POSTGRES_URL ? [{ name: 'postgres' as const, open: postgresHarness, extra: postgresExtra }] : []),
 ];
-if (!POSTGRES_URL) console.warn('storage contract: PostgreSQL SKIPPED (PETSTORE_TEST_ENGINES=sqlite, or PETSTORE_TEST_POSTGRES_URL not set)');
+if (!POSTGRES_URL)
+  console.warn('storage contract: PostgreSQL SKIPPED (PETSTORE_TEST_ENGINES=sqlite, or PETSTORE_TEST_POSTGRES_URL not set)');
 
 // ---------------------------------------------------------------------------------------------------
 // Fixtures
@@ -343,17 +347,25 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             await seed(store);
             await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
             const asPets = (json: string) =>
-              (JSON.parse(json, (_key, value, context?: { source?: string }) =>
-                typeof value === 'number' ? BigInt(context!.source!) : value,
-              ) as Record<string, unknown>[]).map((p) => ({
+              (
+                JSON.parse(json, (_key, value, context?: { source?: string }) =>
+                  typeof value === 'number' ? BigInt(context!.source!) : value,
+                ) as Record<string, unknown>[]
+              ).map((p) => ({
                 id: p.id,
                 name: p.name,
                 categoryId: p.categoryId,
                 status: p.status,
               }));
             for (const [status, afterId, limit] of [
-              [undefined, undefined, 100], [undefined, undefined, 4], [undefined, 4n, 3], [undefined, 8n, 10],
-              [undefined, 10n, 10], ['sold', undefined, 2], ['sold', 3n, 10], ['pending', 8n, 10],
+              [undefined, undefined, 100],
+              [undefined, undefined, 4],
+              [undefined, 4n, 3],
+              [undefined, 8n, 10],
+              [undefined, 10n, 10],
+              ['sold', undefined, 2],
+              ['sold', 3n, 10],
+              ['pending', 8n, 10],
             ] as const) {
               const rows = await store.listPets({ status, afterId, limit: limit + 1 });
               const page = await store.listPetsJson({ status, afterId, limit });
@@ -521,7 +533,11 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
       test('listKeys lists every key', () =>
         withStore(async ({ store }) => {
           assert.deepEqual(await store.listKeys(), []);
-          const created = [await store.createKey(newKey()), await store.createKey(newKey({ label: 'two' })), await store.createKey(newKey())];
+          const created = [
+            await store.createKey(newKey()),
+            await store.createKey(newKey({ label: 'two' })),
+            await store.createKey(newKey()),
+          ];
           const listed = await store.listKeys();
           assert.equal(listed.length, 3);
           assert.deepEqual([...listed].sort(byId), [...created].sort(byId));
@@ -532,7 +548,10 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           const key = await store.createKey(newKey());
           assert.equal(key.expiresAt, null);
           const replanned = (await store.updateKey(key.id, { plan: 'enterprise', perMinute: 5000, perDay: 90_000 }))!;
-          assert.deepEqual([replanned.plan, replanned.perMinute, replanned.perDay, replanned.expiresAt], ['enterprise', 5000, 90_000, null]);
+          assert.deepEqual(
+            [replanned.plan, replanned.perMinute, replanned.perDay, replanned.expiresAt],
+            ['enterprise', 5000, 90_000, null],
+          );
           const dated = (await store.updateKey(key.id, { expiresAtMs: 1_900_000_000_000 }))!;
           assert.deepEqual([dated.plan, dated.expiresAt?.getTime()], ['enterprise', 1_900_000_000_000]);
           const found = (await store.findKeyByHash(key.id.slice(4).repeat(16)))!;
@@ -562,7 +581,11 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual({ ...found, revokedAt: null }, key);
           const listed = await store.listKeys();
           assert.ok(listed.find((k) => k.id === key.id)?.revokedAt instanceof Date);
-          assert.deepEqual(listed.find((k) => k.id === other.id), other, 'other keys are untouched');
+          assert.deepEqual(
+            listed.find((k) => k.id === other.id),
+            other,
+            'other keys are untouched',
+          );
         }));
 
       test('revoking a second time keeps the first revocation time', () =>

@@ -16,10 +16,27 @@ import { tempDir } from './support/temp.ts';
 function selfSigned(dir: string): { cert: string; key: string } {
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
+    { stdio: 'ignore' },
+  );
   return { cert, key };
 }
 
@@ -63,7 +80,12 @@ test('one of TLS_CERT and TLS_KEY alone, or an unreadable file, stops the server
     assert.equal(alone.code, 1);
     assert.match(alone.stderr, /TLS_CERT and TLS_KEY must be set together/);
     assert.equal(alone.stderr.trim().split('\n').length, 1);
-    const missing = await runCli(['serve'], { DATABASE_URL: db, TLS_CERT: join(dir, 'nope.pem'), TLS_KEY: join(dir, 'nope.key'), PORT: '0' });
+    const missing = await runCli(['serve'], {
+      DATABASE_URL: db,
+      TLS_CERT: join(dir, 'nope.pem'),
+      TLS_KEY: join(dir, 'nope.key'),
+      PORT: '0',
+    });
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /TLS_CERT cannot be read/);
   } finally {

@@ -148,7 +148,9 @@ export class PetstoreClient {
   /** Creates a pet; safe to retry, since every attempt carries the same Idempotency-Key. */
   async createPet(pet: NewPet, options: { idempotencyKey?: string } = {}): Promise<Pet & { replayed: boolean }> {
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringifyJson(pet), { 'idempotency-key': idempotencyKey });
+    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringifyJson(pet), {
+      'idempotency-key': idempotencyKey,
+    });
     return { ...(body as Pet), replayed: headers.get('idempotent-replayed') === 'true' };
   }
 

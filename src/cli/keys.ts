@@ -64,7 +64,8 @@ const DURATION_UNITS_MS: Record<string, number> = { s: SECOND_MS, m: MINUTE_MS, 
 export function parseDuration(name: string, raw: string): number {
   const match = /^([1-9][0-9]{0,5})([smhd])$/.exec(raw);
   const ms = match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : NaN;
-  if (!(ms >= SECOND_MS && ms <= 365 * DAY_MS)) throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
+  if (!(ms >= SECOND_MS && ms <= 365 * DAY_MS))
+    throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
   return ms;
 }
 
@@ -115,7 +116,8 @@ export async function setExpiry(store: Store, id: string, at: string | undefined
   let expiresAtMs: number | null = null;
   if (at !== undefined) {
     expiresAtMs = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(at) ? Date.parse(at) : NaN;
-    if (Number.isNaN(expiresAtMs)) throw new UsageError(`--at must be an ISO 8601 timestamp with a time zone, like 2027-01-31T00:00:00Z, got "${at}"`);
+    if (Number.isNaN(expiresAtMs))
+      throw new UsageError(`--at must be an ISO 8601 timestamp with a time zone, like 2027-01-31T00:00:00Z, got "${at}"`);
   }
   await existingKey(store, id);
   return (await store.updateKey(id, { expiresAtMs }))!;
@@ -159,5 +161,12 @@ export function formatKeyTable(rows: ReturnType<typeof describeKey>[], nowMs: nu
     r.label ?? '',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  return [header, ...lines].map((l) => l.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return [header, ...lines]
+    .map((l) =>
+      l
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

@@ -83,7 +83,8 @@ async function keys(config: Config, args: string[]): Promise<void> {
       );
       const out = describeKey(record, undefined);
       if (values.json) console.log(JSON.stringify(out));
-      else if (action === 'plan') console.log(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
+      else if (action === 'plan')
+        console.log(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
       else console.log(out.expiresAt ? `${id} expires at ${out.expiresAt}.` : `${id} no longer expires.`);
       return;
     }

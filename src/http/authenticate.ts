@@ -22,7 +22,6 @@ function unauthorized(message: string, keyId?: string): AuthResult {
 }
 
 export class KeyAuthenticator {
-
   readonly #keys: KeyStore;
   readonly #environment: Environment;
   readonly #cache: TtlCache<string, ApiKey>;

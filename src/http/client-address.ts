@@ -34,9 +34,20 @@ export type ProxyTrust =
 
 /** proxy-addr's names for address ranges, accepted in TRUST_PROXY. */
 const NAMED_RANGES: Record<string, [address: string, prefix: number, family: 'ipv4' | 'ipv6'][]> = {
-  loopback: [['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']],
-  linklocal: [['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']],
-  uniquelocal: [['10.0.0.0', 8, 'ipv4'], ['172.16.0.0', 12, 'ipv4'], ['192.168.0.0', 16, 'ipv4'], ['fc00::', 7, 'ipv6']],
+  loopback: [
+    ['127.0.0.0', 8, 'ipv4'],
+    ['::1', 128, 'ipv6'],
+  ],
+  linklocal: [
+    ['169.254.0.0', 16, 'ipv4'],
+    ['fe80::', 10, 'ipv6'],
+  ],
+  uniquelocal: [
+    ['10.0.0.0', 8, 'ipv4'],
+    ['172.16.0.0', 12, 'ipv4'],
+    ['192.168.0.0', 16, 'ipv4'],
+    ['fc00::', 7, 'ipv6'],
+  ],
 };
 
 /**
@@ -96,7 +107,11 @@ export function isListedProxy(proxies: BlockList, address: string): boolean {
  * The client's address as the service reports it: the socket's peer, or what trusted proxies say.
  * `socketAddress` is undefined once a socket has closed; such a client is "unknown".
  */
-export function resolveClientAddress(socketAddress: string | undefined, forwardedFor: string | string[] | undefined, trust: ProxyTrust): string {
+export function resolveClientAddress(
+  socketAddress: string | undefined,
+  forwardedFor: string | string[] | undefined,
+  trust: ProxyTrust,
+): string {
   const peer = (socketAddress !== undefined && normaliseAddress(socketAddress)) || 'unknown';
   if (trust.kind === 'none' || forwardedFor === undefined) return peer;
   // Repeated header fields are one list, in order (RFC 9110 §5.3).
@@ -121,7 +136,8 @@ export function addressBucket(address: string): string {
   const [head = '', tail] = address.split('::');
   const headGroups = head === '' ? [] : head.split(':');
   const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? headGroups : [...headGroups, ...Array<string>(8 - headGroups.length - tailGroups.length).fill('0'), ...tailGroups];
+  const groups =
+    tail === undefined ? headGroups : [...headGroups, ...Array<string>(8 - headGroups.length - tailGroups.length).fill('0'), ...tailGroups];
   return `${groups.slice(0, 4).join(':')}::/64`;
 }
 

@@ -52,7 +52,9 @@ export function capConnections(server: Server, caps: ConnectionCaps, log: Fastif
 
   if (caps.maxConnections > 0) {
     server.maxConnections = caps.maxConnections;
-    server.on('drop', (data?: { remoteAddress?: string }) => refused('total', { maxConnections: caps.maxConnections, client: data?.remoteAddress }));
+    server.on('drop', (data?: { remoteAddress?: string }) =>
+      refused('total', { maxConnections: caps.maxConnections, client: data?.remoteAddress }),
+    );
   }
 
   const perBucket = new Map<string, number>();

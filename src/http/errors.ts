@@ -42,8 +42,14 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
     const part = PART_NAMES[fe.validationContext ?? ''] ?? 'request';
     const found = fe.validation as AjvLikeError[];
     const details = validationDetails(found, part);
-    const summary = details.slice(0, 3).map((d) => `${clip(d.field)} ${d.problem}`).join('; ');
-    const more = found.length > 3 ? ` (and ${found.length - 3} more${found.length > MAX_DETAILS ? `; the first ${MAX_DETAILS} are in details` : ''})` : '';
+    const summary = details
+      .slice(0, 3)
+      .map((d) => `${clip(d.field)} ${d.problem}`)
+      .join('; ');
+    const more =
+      found.length > 3
+        ? ` (and ${found.length - 3} more${found.length > MAX_DETAILS ? `; the first ${MAX_DETAILS} are in details` : ''})`
+        : '';
     return new ApiError('invalid_request', `Invalid ${part}: ${summary}${more}`, { details });
   }
   switch (fe.code) {

@@ -49,7 +49,8 @@ function banned(untilMs: number, nowMs: number): ApiError {
   const retryAfter = Math.max(1, secondsUntil(untilMs, nowMs));
   return new ApiError(
     'key_banned',
-    `This API key is temporarily banned for sending on after 429 responses; retry after ${retryAfter} s (${new Date(untilMs).toISOString()})`,
+    `This API key is temporarily banned for sending on after 429 responses; retry after ${retryAfter} s ` +
+      `(${new Date(untilMs).toISOString()})`,
     { headers: { 'Retry-After': String(retryAfter) } },
   );
 }

@@ -160,7 +160,10 @@ export const jsonBodies = fp(
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
       const encoding = request.headers['content-encoding'];
       if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
-        done(new ApiError('unsupported_media_type', `Content-Encoding ${clip(encoding)} is not supported; send the body uncompressed`), undefined);
+        done(
+          new ApiError('unsupported_media_type', `Content-Encoding ${clip(encoding)} is not supported; send the body uncompressed`),
+          undefined,
+        );
         return;
       }
       try {

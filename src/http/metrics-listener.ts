@@ -22,7 +22,12 @@ export async function startMetricsListener(metrics: Metrics, port: number, host:
     const path = request.url?.split('?')[0];
     if (path !== '/metrics') return answerError(response, new ApiError('not_found', 'Only GET /metrics is served on the metrics listener'));
     if (request.method !== 'GET' && request.method !== 'HEAD') {
-      return answerError(response, new ApiError('method_not_allowed', `${request.method} is not allowed on /metrics; allowed: GET, HEAD`, { headers: { Allow: 'GET, HEAD' } }));
+      return answerError(
+        response,
+        new ApiError('method_not_allowed', `${request.method} is not allowed on /metrics; allowed: GET, HEAD`, {
+          headers: { Allow: 'GET, HEAD' },
+        }),
+      );
     }
     metrics.registry.metrics().then(
       (text) => answer(response, 200, metrics.registry.contentType, text),
@@ -35,4 +40,3 @@ export async function startMetricsListener(metrics: Metrics, port: number, host:
   });
   return server;
 }
-

@@ -8,15 +8,41 @@ import type { FastifyInstance } from 'fastify';
 import { ERROR_CODES } from './api-error.ts';
 import { json } from './responses.ts';
 
-const DESCRIPTION = `Browse, add and look up animals available for adoption.
+const ERROR_CODE_LIST = Object.keys(ERROR_CODES)
+  .map((c) => `\`${c}\``)
+  .join(', ');
 
-**Authentication.** Every operation needs an API key sent as \`Authorization: Bearer <key>\`. Keys are issued by the operator (\`petstore keys create\`); production keys start with \`pet_live_\`, staging keys with \`pet_test_\`, and a server accepts only keys of its own environment.
-
-**Rate limits.** Each key has a per-minute and a per-day window (Free 60/1,000; Pro 300/10,000; Business 1,000/100,000; Enterprise per key). Windows are fixed and aligned to UTC: minutes reset on the whole minute, days at midnight UTC. Every response under /v1 carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\` and \`X-RateLimit-Reset\` for the window nearest exhaustion, plus the IETF \`RateLimit-Policy\` and \`RateLimit\` fields for every window. Requests without a valid key are limited per client address. Beyond a limit the answer is 429 \`rate_limited\` with \`Retry-After\` (whole seconds until the refusing window resets); refused requests do not consume quota. A key that keeps sending after 429s is temporarily banned (by default for 15 minutes): refusals count toward a ban only when they arrive at least a second (by default) after the key's first refusal, so requests already in flight never do, and 20 counted refusals within one minute window ban the key. Every request then gets 429 \`key_banned\` with \`Retry-After\` until the ban ends, and rate-limit headers that describe the ban (remaining 0, reset at its end). Back off exponentially and honour \`Retry-After\`.
-
-**Errors.** Every error, on any path, is \`application/json\` with \`{code, message, status}\` (and \`details\` for validation errors). The codes: ${Object.keys(ERROR_CODES).map((c) => `\`${c}\``).join(', ')}. Any other method on a known path is a 405 with \`Allow\` (see the \`MethodNotAllowed\` response); an unknown path is a 404.
-
-**Numbers.** \`id\` and \`categoryId\` are int64 and are written as plain JSON numbers over their whole range: parse them with a JSON reader that keeps 64-bit integers exact.`;
+/** The document's introduction: Markdown paragraphs, each written as lines joined with spaces. */
+const DESCRIPTION = [
+  'Browse, add and look up animals available for adoption.',
+  [
+    '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`. Keys are issued by',
+    'the operator (`petstore keys create`); production keys start with `pet_live_`, staging keys with `pet_test_`,',
+    'and a server accepts only keys of its own environment.',
+  ].join(' '),
+  [
+    '**Rate limits.** Each key has a per-minute and a per-day window (Free 60/1,000; Pro 300/10,000; Business',
+    '1,000/100,000; Enterprise per key). Windows are fixed and aligned to UTC: minutes reset on the whole minute,',
+    'days at midnight UTC. Every response under /v1 carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and',
+    '`X-RateLimit-Reset` for the window nearest exhaustion, plus the IETF `RateLimit-Policy` and `RateLimit` fields',
+    'for every window. Requests without a valid key are limited per client address. Beyond a limit the answer is',
+    '429 `rate_limited` with `Retry-After` (whole seconds until the refusing window resets); refused requests do',
+    'not consume quota. A key that keeps sending after 429s is temporarily banned (by default for 15 minutes):',
+    "refusals count toward a ban only when they arrive at least a second (by default) after the key's first",
+    'refusal, so requests already in flight never do, and 20 counted refusals within one minute window ban the key.',
+    'Every request then gets 429 `key_banned` with `Retry-After` until the ban ends, and rate-limit headers that',
+    'describe the ban (remaining 0, reset at its end). Back off exponentially and honour `Retry-After`.',
+  ].join(' '),
+  [
+    '**Errors.** Every error, on any path, is `application/json` with `{code, message, status}` (and `details` for',
+    `validation errors). The codes: ${ERROR_CODE_LIST}.`,
+    'Any other method on a known path is a 405 with `Allow` (see the `MethodNotAllowed` response); an unknown path is a 404.',
+  ].join(' '),
+  [
+    '**Numbers.** `id` and `categoryId` are int64 and are written as plain JSON numbers over their whole range:',
+    'parse them with a JSON reader that keeps 64-bit integers exact.',
+  ].join(' '),
+].join('\n\n');
 
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
@@ -83,7 +109,9 @@ const CONDITIONAL_HEADERS = new Set(['Link', 'Idempotent-Replayed']);
  * as present. 5xx answers are left out: a storage outage can end a request before its key, and so
  * its rate-limit window, is known.
  */
-function markHeadersRequired(paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { required?: boolean }> }> }>>): void {
+function markHeadersRequired(
+  paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { required?: boolean }> }> }>>,
+): void {
   for (const operations of Object.values(paths)) {
     for (const { responses } of Object.values(operations)) {
       for (const [status, response] of Object.entries(responses)) {

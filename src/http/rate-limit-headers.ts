@@ -30,9 +30,7 @@ export function rateLimitHeaders(decision: LimitDecision, nowMs: number): Record
     'X-RateLimit-Remaining': String(shown.remaining),
     'X-RateLimit-Reset': String(Math.ceil(shown.resetAtMs / 1000)),
     'RateLimit-Policy': decision.windows.map((w) => `"${w.name}";q=${w.limit};w=${w.windowMs / 1000}`).join(', '),
-    RateLimit: decision.windows
-      .map((w) => `"${w.name}";r=${w.remaining};t=${secondsUntil(w.resetAtMs, nowMs)}`)
-      .join(', '),
+    RateLimit: decision.windows.map((w) => `"${w.name}";r=${w.remaining};t=${secondsUntil(w.resetAtMs, nowMs)}`).join(', '),
   };
 }
 

@@ -81,7 +81,12 @@ function expectsContinue(request: IncomingMessage): boolean {
  * A preParsing hook for admitted requests: sends `100 Continue` when the client waits for it and the
  * body will be read (a JSON body within the size limit); otherwise the answer to come is final.
  */
-export function continueAdmitted(request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
+export function continueAdmitted(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  payload: RequestPayload,
+  done: (err: null, payload: RequestPayload) => void,
+): void {
   const raw = request.raw;
   if (expectsContinue(raw) && !raw.complete && willReadBody(raw)) (reply.raw as ServerResponse).writeContinue();
   done(null, payload);

@@ -10,7 +10,9 @@ export const RATE_LIMIT_HEADERS: HeaderDoc = {
   'X-RateLimit-Limit': {
     type: 'integer',
     description:
-      'Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan\'s per-minute or per-day limit, otherwise the per-address limit for requests without a valid key.',
+      'Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). ' +
+      "For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests " +
+      'without a valid key.',
   },
   'X-RateLimit-Remaining': { type: 'integer', description: 'Requests left in that window.' },
   'X-RateLimit-Reset': { type: 'integer', description: 'Unix time, in whole seconds, when that window resets.' },
@@ -20,7 +22,8 @@ export const RATE_LIMIT_HEADERS: HeaderDoc = {
   },
   RateLimit: {
     type: 'string',
-    description: 'IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`.',
+    description:
+      'IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`.',
   },
 };
 
@@ -29,9 +32,15 @@ const RETRY_AFTER: HeaderDoc = {
 };
 
 const DEPRECATION_HEADERS: HeaderDoc = {
-  Deprecation: { type: 'string', description: `RFC 9745: when the operation was deprecated (\`${GET_PET_DEPRECATION_HEADERS.Deprecation}\`).` },
+  Deprecation: {
+    type: 'string',
+    description: `RFC 9745: when the operation was deprecated (\`${GET_PET_DEPRECATION_HEADERS.Deprecation}\`).`,
+  },
   Sunset: { type: 'string', description: `RFC 8594: when the operation is removed (\`${GET_PET_DEPRECATION_HEADERS.Sunset}\`).` },
-  Link: { type: 'string', description: 'The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`).' },
+  Link: {
+    type: 'string',
+    description: 'The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`).',
+  },
 };
 
 export interface ResponseOptions {
@@ -42,7 +51,9 @@ export interface ResponseOptions {
 const REQUEST_ID: HeaderDoc = {
   'X-Request-Id': {
     type: 'string',
-    description: 'The request\'s id: the caller\'s own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service\'s log line for the request.',
+    description:
+      "The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits " +
+      "and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request.",
   },
 };
 
@@ -76,7 +87,9 @@ const ERROR_MEANINGS: Record<number, string> = {
   410: 'The operation has passed its sunset date and is removed (code `gone`).',
   413: 'Request body larger than 64 KiB (code `payload_too_large`).',
   415: 'Request body is not `application/json` (code `unsupported_media_type`).',
-  429: 'Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`.',
+  429:
+    'Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is ' +
+    'temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`.',
   500: 'Unexpected server error (code `internal_error`); the body reveals nothing internal.',
   503: 'Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds.',
 };

@@ -12,7 +12,9 @@ const int64Positive = (description: string) =>
   Type.Integer({
     format: 'int64',
     minimum: 1,
-    description: `${description} An integer from 1 to ${INT64_MAX}, written as a plain JSON number; every value in that range round-trips exactly.`,
+    description:
+      `${description} An integer from 1 to ${INT64_MAX}, written as a plain JSON number; every value in ` +
+      `that range round-trips exactly.`,
   });
 
 /** A string enumeration written the plain OpenAPI way (`enum`) rather than TypeBox's anyOf of consts. */
@@ -34,7 +36,7 @@ export const PetStatus = stringEnum(PET_STATUSES, { $id: 'PetStatus', descriptio
 export const Pet = Type.Object(
   {
     id: Type.Integer({ format: 'int64', minimum: 1, description: 'Assigned by the service: increasing, never reused.' }),
-    name: Type.String({ minLength: 1, maxLength: NAME_MAX_LENGTH, description: 'The animal\'s name, exactly as it was sent.' }),
+    name: Type.String({ minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name, exactly as it was sent." }),
     categoryId: int64Positive('Identifier of the category the animal belongs to.'),
     status: refTo(PetStatus),
   },
@@ -48,7 +50,8 @@ export const NewPet = Type.Object(
       maxLength: NAME_MAX_LENGTH,
       pattern: '\\S',
       description:
-        'From 1 to 100 characters, not only white space; stored exactly as sent (no trimming). NUL characters and unpaired surrogates are refused.',
+        'From 1 to 100 characters, not only white space; stored exactly as sent (no trimming). NUL characters ' +
+        'and unpaired surrogates are refused.',
     }),
     categoryId: int64Positive('Identifier of the category the animal belongs to.'),
     status: Type.Optional(
@@ -69,18 +72,22 @@ export const Pets = Type.Array(refTo(Pet), { $id: 'Pets', description: 'A page o
 export const ErrorBody = Type.Object(
   {
     code: stringEnum(Object.keys(ERROR_CODES), {
-      description: 'Machine-readable error code: ' + Object.entries(ERROR_CODES).map(([c, s]) => `\`${c}\` (${s})`).join(', ') + '.',
+      description:
+        'Machine-readable error code: ' +
+        Object.entries(ERROR_CODES)
+          .map(([c, s]) => `\`${c}\` (${s})`)
+          .join(', ') +
+        '.',
     }),
     message: Type.String({ description: 'Human-readable description.' }),
     status: Type.Integer({ description: 'The HTTP status code of the response.' }),
     details: Type.Optional(
-      Type.Array(
-        Type.Object({ field: Type.String(), problem: Type.String() }, { additionalProperties: false }),
-        { description: 'For validation errors: each field and what is wrong with it.' },
-      ),
+      Type.Array(Type.Object({ field: Type.String(), problem: Type.String() }, { additionalProperties: false }), {
+        description: 'For validation errors: each field and what is wrong with it.',
+      }),
     ),
     requestId: Type.Optional(
-      Type.String({ description: 'The request\'s id, also in the `X-Request-Id` response header: quote it when asking for support.' }),
+      Type.String({ description: "The request's id, also in the `X-Request-Id` response header: quote it when asking for support." }),
     ),
   },
   { $id: 'Error', additionalProperties: false },

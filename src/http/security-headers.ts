@@ -15,8 +15,18 @@ import fp from 'fastify-plugin';
 
 const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
 const EXPOSED_HEADERS = [
-  'Link', 'Location', 'Retry-After', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',
-  'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy',
+  'Link',
+  'Location',
+  'Retry-After',
+  'Deprecation',
+  'Sunset',
+  'X-Request-Id',
+  'Idempotent-Replayed',
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+  'RateLimit',
+  'RateLimit-Policy',
 ].join(', ');
 /** Carried by every answer, also by those written before any hook can run (see errors.ts). */
 export const BASELINE_HEADERS = {

@@ -19,7 +19,12 @@ import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.ts';
 const DETACHED_SOCKET_TIMEOUT_MS = 5000;
 
 /** Where the answers written outside the router (below) are logged and counted, like every other answer. */
-export type UnroutedAnswerRecorder = (answer: { requestId: string; method: string | null; status: number; client: string | undefined }) => void;
+export type UnroutedAnswerRecorder = (answer: {
+  requestId: string;
+  method: string | null;
+  status: number;
+  client: string | undefined;
+}) => void;
 
 /**
  * The answers written before or outside the router: no route hook runs for them, so each sets the
@@ -32,7 +37,9 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder, apiMethods: () =
     // matched with its log line.
     const requestId = randomUUID();
     const body = JSON.stringify(errorBody(apiError, requestId));
-    const baseline = Object.entries(BASELINE_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const baseline = Object.entries(BASELINE_HEADERS)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     socket.end(
       `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${baseline}` +
         `Cache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
@@ -68,7 +75,12 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder, apiMethods: () =
      */
     connect(socket: Socket): void {
       if (!socket.writable) return void socket.destroy();
-      writeErrorAndClose(socket, new ApiError('method_not_allowed', 'CONNECT is not supported by this service'), 'CONNECT', `Allow: ${apiMethods()}\r\n`);
+      writeErrorAndClose(
+        socket,
+        new ApiError('method_not_allowed', 'CONNECT is not supported by this service'),
+        'CONNECT',
+        `Allow: ${apiMethods()}\r\n`,
+      );
       // The socket has left the HTTP server: nothing reads it any more, so bytes the client sent after
       // its request (a body, a tunnel's first packets) would keep it from ever seeing the client's FIN
       // and closing, and the server from ever finishing a close. They are discarded, and since the
@@ -84,7 +96,9 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder, apiMethods: () =
       // Not routed, so not known to be outside the API: kept by no cache, like the API's answers.
       reply.header('Cache-Control', 'no-store');
       const apiError =
-        error.code === 'FST_ERR_BAD_URL' ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text') : toApiError(error);
+        error.code === 'FST_ERR_BAD_URL'
+          ? new ApiError('invalid_request', 'The request path is not valid percent-encoded text')
+          : toApiError(error);
       void sendError(reply, apiError);
       record({ requestId: request.id, method: request.method, status: apiError.status, client: request.client });
     },

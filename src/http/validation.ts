@@ -61,7 +61,13 @@ function decimalIntegersOnly(schema: JsonSchema, validate: Validate): Validate {
       const value = values[name];
       if (typeof value === 'string' && !/^-?[0-9]{1,16}$/.test(value)) {
         checked.errors = [
-          { instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'type', params: { type: 'integer' }, message: 'must be integer' },
+          {
+            instancePath: `/${name}`,
+            schemaPath: `#/properties/${name}/type`,
+            keyword: 'type',
+            params: { type: 'integer' },
+            message: 'must be integer',
+          },
         ];
         return false;
       }
@@ -72,4 +78,3 @@ function decimalIntegersOnly(schema: JsonSchema, validate: Validate): Validate {
   };
   return checked;
 }
-

@@ -103,7 +103,8 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async firstMark(subject: string, nowMs: number, periodMs: number): Promise<number> {
-    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) return this.#fallbackMark(subject, nowMs, periodMs, undefined);
+    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs)
+      return this.#fallbackMark(subject, nowMs, periodMs, undefined);
     try {
       const first = Number(await this.#redis.petstoreMark(1, `${this.#prefix}:{${subject}}:mark`, nowMs, periodMs));
       this.#recover();

@@ -20,7 +20,9 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
         operationId: 'getPet',
         summary: 'Get an animal (deprecated)',
         description:
-          'Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /v1/pets` with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`.',
+          'Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers ' +
+          '410 with code `gone`. Use `GET /v1/pets` with the `status` filter instead. Every response carries ' +
+          '`Deprecation`, `Sunset` and `Link`.',
         deprecated: true,
         tags: ['pets'],
         params: PetIdParams,

@@ -20,7 +20,9 @@ export interface HealthDeps {
 /** Compares in constant time, so the token cannot be guessed a character at a time. */
 function bearsToken(authorization: string | undefined, token: string): boolean {
   const expected = createHash('sha256').update(`Bearer ${token}`).digest();
-  const offered = createHash('sha256').update(authorization ?? '').digest();
+  const offered = createHash('sha256')
+    .update(authorization ?? '')
+    .digest();
   return timingSafeEqual(expected, offered);
 }
 

@@ -37,7 +37,9 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
         operationId: 'listPets',
         summary: 'List animals',
         description:
-          'Pets in ascending id order, optionally filtered by status. When more results exist the response carries `Link: <...>; rel="next"`, whose URL (same filters and limit, plus an opaque `cursor`) fetches the next page; the last page has no such link. Unknown query parameters are ignored.',
+          'Pets in ascending id order, optionally filtered by status. When more results exist the response ' +
+          'carries `Link: <...>; rel="next"`, whose URL (same filters and limit, plus an opaque `cursor`) ' +
+          'fetches the next page; the last page has no such link. Unknown query parameters are ignored.',
         tags: ['pets'],
         querystring: ListPetsQuery,
         response: {
@@ -65,11 +67,9 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
       if (cursor !== undefined) {
         const position = cursors.decode(cursor);
         if (!position || position.status !== status) {
-          throw new ApiError(
-            'invalid_request',
-            'Invalid cursor: it is malformed, was altered, or was made for another status filter',
-            { details: [{ field: 'cursor', problem: 'is not a cursor this service issued for these filters' }] },
-          );
+          throw new ApiError('invalid_request', 'Invalid cursor: it is malformed, was altered, or was made for another status filter', {
+            details: [{ field: 'cursor', problem: 'is not a cursor this service issued for these filters' }],
+          });
         }
         afterId = position.afterId;
       }
