@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKey } from '../src/cli/keys.ts';
+import { DEFAULT_PET_STATUS } from '../src/domain/pet.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -17,7 +18,7 @@ const db = join(dir, 'petstore.db');
 
 // 1,000 pets and a key whose limits no benchmark reaches, so every answer is a 200.
 const store = openSqliteStore({ path: db, synchronous: 'normal' });
-for (let i = 0; i < 1000; i++) await store.createPet({ name: `pet ${i}`, categoryId: BigInt(i + 1), status: 'available' });
+for (let i = 0; i < 1000; i++) await store.createPet({ name: `pet ${i}`, categoryId: BigInt(i + 1), status: DEFAULT_PET_STATUS });
 const { key } = await createKey(store, 'production', { plan: 'enterprise', rpm: '2000000000', rpd: '2000000000' });
 await store.close();
 const script = join(dir, 'auth.lua');
