@@ -129,6 +129,23 @@ export const VARIABLES = [
     },
   }),
   variable({
+    env: 'PUBLIC_BASE_URL',
+    field: 'publicBaseUrl',
+    // An absolute http(s) URL or a path, ending in /v1, without query or fragment.
+    schema: Type.String({ pattern: /^(?:https?:\/\/[^/?#\s]+)?(?:\/[^/?#\s][^?#\s]*)?\/v1\/?$/.source }),
+    accepts: 'an `http://` or `https://` URL, or a path starting with `/`, whose path ends in `/v1`',
+    default: '/v1',
+    description:
+      "The API's base URL as clients reach it, e.g. `https://api.example.com/petstore/v1` behind a proxy that serves it under a " +
+      "path prefix: the next page's `Link`, a created pet's `Location` and getPet's deprecation `Link` start with it. " +
+      'See docs/api-document.md.',
+    app: true,
+    parse(raw, refuse): string {
+      if (/^https?:/.test(raw) && !URL.canParse(raw)) refuse();
+      return raw.replace(/\/$/, '');
+    },
+  }),
+  variable({
     env: 'SQLITE_SYNCHRONOUS',
     field: 'sqliteSynchronous',
     schema: Type.Enum(['normal', 'full'] as const),
@@ -181,7 +198,7 @@ export const VARIABLES = [
     field: 'pageCacheSize',
     schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
     default: 1000,
-    description: 'Full list pages kept serialised in memory (0 turns the cache off); see Listing below.',
+    description: 'Full list pages kept serialised in memory (0 turns the cache off); see Listing in docs/decisions.md.',
     app: true,
   }),
   variable({

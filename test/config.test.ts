@@ -1,6 +1,6 @@
 /**
  * The configuration table (src/config.ts) with real environments: its defaults, each kind of refusal
- * and its one-line message, the frozen result, and the README's table written from it. KEEP_ALIVE_TIMEOUT_MS
+ * and its one-line message, the frozen result, and docs/configuration.md's table written from it. KEEP_ALIVE_TIMEOUT_MS
  * (slow-clients.test.ts), the shutdown timings (shutdown.test.ts) and the forms of TRUST_PROXY
  * (client-address.test.ts) are checked beside the behaviour they configure.
  */
@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Type, type TInteger, type TNumberOptions } from 'typebox';
 import { CONFIG_VARIABLES, ConfigError, loadConfig, VARIABLES } from '../src/config.ts';
-import { configTable, TABLE_END, TABLE_START } from '../scripts/config-docs.ts';
+import { CONFIG_DOC, configTable, TABLE_END, TABLE_START } from '../scripts/config-docs.ts';
 
 /** Asserts loadConfig refuses env with a ConfigError of one line, starting with `name`, matching `message`. */
 function refuses(env: Readonly<Record<string, string | undefined>>, name: string, message?: RegExp): string {
@@ -26,13 +26,13 @@ function refuses(env: Readonly<Record<string, string | undefined>>, name: string
   return error.message;
 }
 
-test("README.md's configuration table is the one src/config.ts gives", () => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const start = readme.indexOf(TABLE_START);
-  const end = readme.indexOf(TABLE_END);
-  assert.ok(start !== -1 && end > start, `README.md has lost the markers ${TABLE_START} and ${TABLE_END}`);
-  const written = readme.slice(start + TABLE_START.length, end).trim();
-  assert.equal(written, configTable(), "README.md's configuration table differs from src/config.ts: run `npm run docs:config`");
+test("docs/configuration.md's table is the one src/config.ts gives", () => {
+  const doc = readFileSync(CONFIG_DOC, 'utf8');
+  const start = doc.indexOf(TABLE_START);
+  const end = doc.indexOf(TABLE_END);
+  assert.ok(start !== -1 && end > start, `docs/configuration.md has lost the markers ${TABLE_START} and ${TABLE_END}`);
+  const written = doc.slice(start + TABLE_START.length, end).trim();
+  assert.equal(written, configTable(), 'the configuration table differs from src/config.ts: run `npm run docs:config`');
 });
 
 test('each variable is named once, and the list of names is the table', () => {
@@ -55,6 +55,7 @@ test('an empty environment gives the defaults', () => {
     environment: 'production',
     logLevel: 'info',
     trustProxy: { kind: 'none' },
+    publicBaseUrl: '/v1',
     sqliteSynchronous: 'normal',
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,

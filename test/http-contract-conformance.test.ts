@@ -26,6 +26,10 @@ const ALWAYS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset
 /** Headers the document declares that are sent only in some cases (a next page exists, ...). */
 const CONDITIONAL = new Set(['Link', 'WWW-Authenticate', 'Idempotent-Replayed']);
 
+/** Where the document's paths start: the serving server's URL (`/v1`), as the interface says. */
+const BASE = document.servers[0].url as string;
+assert.equal(BASE, '/v1');
+
 interface Operation {
   template: RegExp;
   path: string;
@@ -35,18 +39,24 @@ const operations: Operation[] = Object.entries(document.paths as Record<string, 
   Object.keys(ops).map((method) => ({
     path,
     method: method.toUpperCase(),
-    template: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    template: new RegExp(`^${BASE}${path.replace(/\{[^}]+\}/g, '[^/]+')}$`),
   })),
 );
 
-/** The declared response for an answer; `undeclared` when its operation does not declare the status. */
+/** A JSON pointer into the document, for Ajv. */
+const pointer = (...parts: string[]) => '#/' + parts.map((p) => p.replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
+
+/** The declared response for an answer, `$ref` followed; `undeclared` when its operation does not declare the status. */
 function responseSpec(method: string, path: string, status: number): { spec: any; where: string } | 'undeclared' | undefined {
   const pathOnly = path.split('?')[0]!;
   const known = operations.filter((o) => o.template.test(pathOnly));
-  const op = known.find((o) => o.method === method || (method === 'HEAD' && o.method === 'GET'));
+  const op = known.find((o) => o.method === method);
   if (op) {
     const spec = document.paths[op.path][op.method.toLowerCase()].responses[String(status)];
-    return spec ? { spec, where: `#/paths/${op.path.replaceAll('/', '~1')}/${op.method.toLowerCase()}/responses/${status}` } : 'undeclared';
+    if (!spec) return 'undeclared';
+    if (!spec.$ref) return { spec, where: pointer('paths', op.path, op.method.toLowerCase(), 'responses', String(status)) };
+    const name = spec.$ref.split('/').pop();
+    return { spec: document.components.responses[name], where: pointer('components', 'responses', name) };
   }
   if (known.length && status === 405)
     return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
@@ -62,35 +72,39 @@ async function checkAnswer(url: string, method: string, path: string, init: Requ
   const label = `${method} ${path} ${JSON.stringify(init.headers ?? {})} ${String(init.body ?? '').slice(0, 80)} -> ${res.status} ${text.slice(0, 200)}`;
   checked++;
   statusesSeen.add(`${method} ${path.split('?')[0]!.replace(/\/v1\/pets\/.+/, '/v1/pets/{id}')} ${res.status}`);
-  if (method === 'OPTIONS' && res.status === 204) return; // preflight-style answer, no body to check
   if (path.startsWith('/v1')) for (const name of ALWAYS) assert.ok(res.headers.has(name), `missing ${name}: ${label}`);
   const found = responseSpec(method, path, res.status);
   assert.notEqual(found, 'undeclared', `status not declared for this operation: ${label}`);
   if (found === undefined || found === 'undeclared') {
-    // Paths the document does not describe (unknown routes) still answer in the Error shape.
+    // Outside /v1 (the documentation page, `/` leading to it) the document describes nothing.
+    if (!path.startsWith('/v1') && res.status < 400) return;
+    // Paths under /v1 the document does not describe (unknown routes) answer in the ErrorBody shape.
     assert.ok(res.status >= 400 && res.status < 500, `undocumented success: ${label}`);
-    const validate = ajv.getSchema('openapi.json#/components/schemas/Error')!;
-    assert.ok(validate(JSON.parse(text)), `Error shape: ${label}: ${ajv.errorsText(validate.errors)}`);
+    const validate = ajv.getSchema('openapi.json#/components/schemas/ErrorBody')!;
+    assert.ok(validate(JSON.parse(text)), `ErrorBody shape: ${label}: ${ajv.errorsText(validate.errors)}`);
     return;
   }
   const { spec } = found;
-  if (method === 'HEAD') assert.equal(text, '', label);
+  const media = Object.keys(spec.content ?? {})[0];
+  if (method === 'HEAD' || media === undefined) assert.equal(text, '', label);
   else {
-    const media = Object.keys(spec.content ?? {})[0];
-    assert.ok(media, `no content declared for ${label}`);
-    assert.ok(res.headers.get('content-type')?.startsWith(media!), `content type ${res.headers.get('content-type')}: ${label}`);
-    const validate = ajv.getSchema(`openapi.json${found.where}/content/${media!.replace('/', '~1')}/schema`)!;
+    assert.ok(res.headers.get('content-type')?.startsWith(media), `content type ${res.headers.get('content-type')}: ${label}`);
+    const validate = ajv.getSchema(`openapi.json${found.where}/content/${media.replace('/', '~1')}/schema`)!;
     assert.ok(validate(JSON.parse(text)), `body: ${label}: ${ajv.errorsText(validate.errors)}`);
   }
-  const declared = Object.entries((spec.headers ?? {}) as Record<string, { required?: boolean; schema?: { type?: string } }>);
-  for (const [name, header] of declared) {
+  for (const [name, reference] of Object.entries<{ $ref: string }>(spec.headers ?? {})) {
+    // Every header is a shared one (components.headers), referred to.
+    assert.match(reference.$ref, /^#\/components\/headers\//, `${name} is not a shared header: ${label}`);
+    const header = document.components.headers[reference.$ref.split('/').pop()!];
     const value = res.headers.get(name);
     if (value === null) {
       assert.ok(!header.required, `required header ${name} missing: ${label}`);
       assert.ok(CONDITIONAL.has(name) || !path.startsWith('/v1'), `declared header ${name} missing: ${label}`);
       continue;
     }
-    if (header.schema?.type === 'integer') assert.match(value, /^-?[0-9]+$/, `${name} is not an integer: ${label}`);
+    const validate = ajv.getSchema(`openapi.json${reference.$ref}/schema`)!;
+    const typed = header.schema.type === 'integer' && /^-?[0-9]+$/.test(value) ? Number(value) : value;
+    assert.ok(validate(typed), `${name}: ${value}: ${label}: ${ajv.errorsText(validate.errors)}`);
   }
 }
 
@@ -111,6 +125,11 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
   }
   // One of each kind of answer to the deprecated read, which the generated mix reaches only rarely.
   for (const path of ['/v1/pets/1', '/v1/pets/999999', '/v1/pets/abc']) await checkAnswer(server.url, 'GET', path, { headers: auth(key) });
+  // And of HEAD, OPTIONS and the document, on every documented path.
+  for (const path of ['/v1/pets', '/v1/pets/1', '/v1/openapi.json']) {
+    for (const method of ['HEAD', 'OPTIONS']) await checkAnswer(server.url, method, path, { headers: auth(key) });
+  }
+  await checkAnswer(server.url, 'GET', '/v1/openapi.json', {});
   // Follow next links to the end, for each filter.
   for (const first of ['/v1/pets?limit=7', '/v1/pets?status=sold&limit=3', '/v1/pets']) {
     let next: string | undefined = first;
@@ -181,10 +200,11 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
   const request = fc.oneof(
     fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: listQuery, headers: keys }),
     fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: petPath, headers: keys }),
+    fc.record({ method: fc.constantFrom('GET', 'HEAD'), path: fc.constant('/v1/openapi.json'), headers: keys }),
     fc.record({ method: fc.constant('POST'), path: fc.constant('/v1/pets'), headers: keys, body: petBody, type: contentType }),
     fc.record({
       method: fc.constantFrom('PUT', 'PATCH', 'DELETE', 'OPTIONS'),
-      path: fc.constantFrom('/v1/pets', '/v1/pets/1'),
+      path: fc.constantFrom('/v1/pets', '/v1/pets/1', '/v1/openapi.json'),
       headers: keys,
     }),
     fc.record({
@@ -221,6 +241,9 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
     'GET /v1/pets/{id} 400',
     'GET /v1/pets/{id} 404',
     'PUT /v1/pets 405',
+    'OPTIONS /v1/pets 204',
+    'HEAD /v1/pets 200',
+    'GET /v1/openapi.json 200',
   ]) {
     assert.ok(seen.includes(expected), `never saw ${expected}; saw:\n${seen}`);
   }

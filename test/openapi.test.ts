@@ -26,50 +26,144 @@ describe('OpenAPI document', () => {
   test('is OpenAPI 3.1 with the three operations, bearer security, and getPet deprecated', () => {
     assert.equal(doc.openapi, '3.1.0');
     assert.equal(doc.info.version, '1.0.0');
-    assert.equal(doc.paths['/v1/pets'].get.operationId, 'listPets');
-    assert.equal(doc.paths['/v1/pets'].post.operationId, 'createPet');
-    assert.equal(doc.paths['/v1/pets/{petId}'].get.operationId, 'getPet');
-    assert.equal(doc.paths['/v1/pets/{petId}'].get.deprecated, true);
+    assert.equal(doc.paths['/pets'].get.operationId, 'listPets');
+    assert.equal(doc.paths['/pets'].post.operationId, 'createPet');
+    assert.equal(doc.paths['/pets/{petId}'].get.operationId, 'getPet');
+    assert.equal(doc.paths['/pets/{petId}'].get.deprecated, true);
     assert.deepEqual(doc.security, [{ bearerAuth: [] }]);
     assert.equal(doc.components.securitySchemes.bearerAuth.scheme, 'bearer');
   });
 
+  test("follows the interface's layout: every server ends in /v1 and the paths are relative to it", () => {
+    assert.deepEqual(Object.keys(doc.paths), ['/pets', '/pets/{petId}', '/openapi.json']);
+    assert.equal(doc.servers[0].url, '/v1');
+    assert.equal(doc.servers.length, 3);
+    for (const server of doc.servers) {
+      assert.match(server.url, /\/v1$/);
+      // @apidevtools/swagger-parser, which some generators use, refuses a description in a server variable.
+      for (const variable of Object.values<any>(server.variables ?? {})) assert.deepEqual(Object.keys(variable), ['default']);
+    }
+    assert.match(doc.servers[1].description, /^Production/);
+    assert.match(doc.servers[2].description, /^Staging/);
+  });
+
+  /** A response with its `$ref` followed. */
+  const resolved = (response: any) => (response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response);
+  /** A response's headers, each with its `$ref` followed. */
+  const headersOf = (response: any): Record<string, any> =>
+    Object.fromEntries(
+      Object.entries<any>(resolved(response).headers ?? {}).map(([name, h]) => [name, doc.components.headers[h.$ref.split('/').pop()]]),
+    );
+
   test('lists every status each operation can answer, with the rate-limit headers on each', () => {
     const expected: Record<string, string[]> = {
-      listPets: ['200', '400', '401', '429', '500', '503'],
-      createPet: ['201', '400', '401', '409', '413', '415', '422', '429', '500', '503'],
-      getPet: ['200', '400', '401', '404', '410', '429', '500', '503'],
+      listPets: ['200', '400', '401', '405', '429', '500', '503'],
+      createPet: ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'],
+      getPet: ['200', '400', '401', '404', '405', '410', '429', '500', '503'],
+      getOpenApiDocument: ['200', '405', '429', '500', '503'],
     };
-    const ops = [doc.paths['/v1/pets'].get, doc.paths['/v1/pets'].post, doc.paths['/v1/pets/{petId}'].get];
+    const ops = [doc.paths['/pets'].get, doc.paths['/pets'].post, doc.paths['/pets/{petId}'].get, doc.paths['/openapi.json'].get];
     for (const op of ops) {
       assert.deepEqual(Object.keys(op.responses).sort(), expected[op.operationId]!.sort(), op.operationId);
       for (const [status, response] of Object.entries<any>(op.responses)) {
-        for (const h of ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']) {
-          assert.ok(response.headers?.[h], `${op.operationId} ${status} ${h}`);
+        const headers = headersOf(response);
+        assert.ok(headers['X-Request-Id']?.required, `${op.operationId} ${status} X-Request-Id`);
+        // A 5xx can come before the key's window is known (storage unreachable while looking it up).
+        if (Number(status) < 500) {
+          for (const h of ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']) {
+            assert.ok(headers[h]?.required, `${op.operationId} ${status} ${h}`);
+          }
         }
-        if (status === '429') assert.ok(response.headers['Retry-After']);
-        if (status === '401') assert.ok(response.headers['WWW-Authenticate']);
-        if (op.operationId === 'getPet') for (const h of ['Deprecation', 'Sunset', 'Link']) assert.ok(response.headers[h]);
+        if (status === '429') assert.ok(headers['Retry-After'].required);
+        if (status === '401') assert.ok(headers['WWW-Authenticate'].required);
+        if (status === '405') assert.ok(headers.Allow.required);
+        // The 405 comes from the path's other methods, not from getPet: it has no deprecation headers.
+        if (op.operationId === 'getPet' && status !== '405') {
+          for (const h of ['Deprecation', 'Sunset', 'Link']) assert.ok(headers[h].required, `getPet ${status} ${h}`);
+        }
       }
     }
-    assert.ok(doc.paths['/v1/pets'].get.responses['200'].headers.Link);
-    assert.ok(doc.paths['/v1/pets'].post.responses['201'].headers.Location);
-    assert.ok(doc.components.responses.MethodNotAllowed.headers.Allow);
+    assert.equal(headersOf(doc.paths['/pets'].get.responses['200']).Link.required, false);
+    assert.ok(headersOf(doc.paths['/pets'].post.responses['201']).Location.required);
   });
 
-  test('enumerates every error code and the int64 and name rules', () => {
+  test('writes each header and each shared error response once and refers to them', () => {
+    const text = JSON.stringify({ paths: doc.paths, responses: doc.components.responses });
+    assert.doesNotMatch(text, /"X-RateLimit-Limit":\{"(?!\$ref)/, 'a rate-limit header written out inside a response');
+    for (const name of Object.keys(doc.components.headers))
+      assert.ok(text.includes(`#/components/headers/${name}`), `header ${name} unused`);
+    for (const name of Object.keys(doc.components.responses))
+      assert.ok(text.includes(`#/components/responses/${name}`), `response ${name} unused`);
+    assert.deepEqual(doc.paths['/pets'].get.responses['401'], { $ref: '#/components/responses/Unauthorized' });
+  });
+
+  test('declares HEAD for every GET, OPTIONS and the 405 on every path', async () => {
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      const methods = Object.keys(item).map((m) => m.toUpperCase());
+      if (item.get) {
+        assert.ok(item.head, `${path} HEAD`);
+        for (const response of Object.values<any>(item.head.responses))
+          assert.equal(response.content, undefined, `${path} HEAD has no body`);
+      }
+      assert.deepEqual(Object.keys(item.options.responses), ['204', '405', '429', '500', '503']);
+      assert.deepEqual(item.options.security, []);
+      for (const operation of Object.values<any>(item)) assert.ok(operation.responses['405'], `${path} ${operation.operationId} 405`);
+      // The methods the document gives the path are those the service allows there.
+      const answer = await call(server, 'OPTIONS', `/v1${path.replace('{petId}', '1')}`);
+      assert.equal(answer.status, 204);
+      assert.deepEqual(answer.headers.get('allow')!.split(', ').sort(), methods.sort(), path);
+    }
+  });
+
+  test('enumerates every error code, keeps responses open to new fields and codes, and states the int64 and name rules', () => {
     const schemas = doc.components.schemas;
-    assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_CODES));
-    assert.deepEqual(schemas.Error.required.sort(), ['code', 'message', 'status']);
+    assert.equal(schemas.Error, undefined, 'named ErrorBody, not Error, which generated code would shadow');
+    assert.deepEqual(schemas.ErrorCode.enum, Object.keys(ERROR_CODES));
+    assert.deepEqual(schemas.ErrorBody.properties.code.anyOf[0], { $ref: '#/components/schemas/ErrorCode' });
+    assert.equal(schemas.ErrorBody.properties.code.anyOf[1].type, 'string');
+    assert.deepEqual(schemas.ErrorBody.required.sort(), ['code', 'message', 'status']);
+    for (const name of ['Pet', 'ErrorBody']) assert.equal(schemas[name].additionalProperties, undefined, `${name} is open`);
+    assert.equal(schemas.ErrorBody.properties.details.items.additionalProperties, undefined);
     assert.equal(schemas.Pet.properties.categoryId.format, 'int64');
     // The default is stated in words, not with `default`, which generated clients turn into a required field.
     assert.equal(schemas.NewPet.properties.status.default, undefined);
+    assert.equal(schemas.NewPet.properties.status.$ref, '#/components/schemas/PetStatus');
     assert.match(schemas.NewPet.properties.status.description, /`available` when omitted/);
     assert.ok(!schemas.NewPet.required.includes('status'));
     assert.equal(schemas.NewPet.properties.name.maxLength, 100);
     assert.equal(schemas.NewPet.additionalProperties, false);
     assert.deepEqual(schemas.PetStatus.enum, ['available', 'pending', 'sold']);
-    const limit = doc.paths['/v1/pets'].get.parameters.find((p: any) => p.name === 'limit');
+    assert.equal(schemas.Pets.maxItems, 100);
+    const parameters = doc.paths['/pets'].get.parameters;
+    const limit = parameters.find((p: any) => p.name === 'limit');
     assert.deepEqual([limit.schema.minimum, limit.schema.maximum, limit.schema.default], [1, 100, 20]);
+    assert.equal(parameters.find((p: any) => p.name === 'cursor').schema.maxLength, 200);
+  });
+
+  test('every int64 field states its full range exactly, carries the caution and the extension, and examples parse exactly', () => {
+    const int64: any[] = [];
+    const numbers: number[] = [];
+    (function walk(node: any, inExample: boolean) {
+      if (Array.isArray(node)) return node.forEach((n) => walk(n, inExample));
+      if (typeof node === 'number' && inExample) numbers.push(node);
+      if (node === null || typeof node !== 'object') return;
+      if (node.format === 'int64' && node['x-int64-exact']) int64.push(node);
+      for (const [k, v] of Object.entries(node)) walk(v, inExample || k === 'examples' || k === 'example');
+    })(doc, false);
+    // id, categoryId (Pet and NewPet) and the petId parameter (GET and HEAD).
+    assert.ok(int64.length >= 4, `${int64.length} int64 schemas`);
+    // The committed text holds 2^63 - 1 digit for digit; as a JavaScript number it would read 2^63.
+    assert.equal(committed.match(/"maximum": 9223372036854775807,/g)?.length, int64.length);
+    const parameter = doc.paths['/pets/{petId}'].get.parameters.find((p: any) => p.name === 'petId');
+    for (const description of [
+      doc.components.schemas.Pet.properties.id.description,
+      doc.components.schemas.Pet.properties.categoryId.description,
+      doc.components.schemas.NewPet.properties.categoryId.description,
+      parameter.description,
+    ]) {
+      assert.match(description, /2\^53/);
+    }
+    assert.ok(numbers.length > 0);
+    for (const n of numbers) assert.ok(Number.isSafeInteger(n) || !Number.isInteger(n), `example number ${n} does not parse exactly`);
   });
 });

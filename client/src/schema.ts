@@ -4,7 +4,7 @@
  */
 
 export interface paths {
-    "/v1/pets": {
+    "/pets": {
         parameters: {
             query?: never;
             header?: never;
@@ -25,12 +25,20 @@ export interface paths {
          */
         post: operations["createPet"];
         delete?: never;
-        options?: never;
-        head?: never;
+        /**
+         * Methods of this path
+         * @description Answers 204 with `Allow: GET, HEAD, POST, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         */
+        options: operations["optionsPets"];
+        /**
+         * List animals: headers only
+         * @description The answer `GET` gives (listPets), without its body: the same status and headers.
+         */
+        head: operations["listPetsHead"];
         patch?: never;
         trace?: never;
     };
-    "/v1/pets/{petId}": {
+    "/pets/{petId}": {
         parameters: {
             query?: never;
             header?: never;
@@ -40,14 +48,51 @@ export interface paths {
         /**
          * Get an animal (deprecated)
          * @deprecated
-         * @description Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /v1/pets` with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`.
+         * @description Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /pets` (listPets) with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`.
          */
         get: operations["getPet"];
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
-        head?: never;
+        /**
+         * Methods of this path
+         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         */
+        options: operations["optionsPetsPetId"];
+        /**
+         * Get an animal (deprecated): headers only
+         * @deprecated
+         * @description The answer `GET` gives (getPet), without its body: the same status and headers.
+         */
+        head: operations["getPetHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This document
+         * @description The OpenAPI 3.1 document of this interface, the one `/docs` renders. Needs no key; a request without one is counted against the client address's limit, one with a key against the key's.
+         */
+        get: operations["getOpenApiDocument"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        /**
+         * Methods of this path
+         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         */
+        options: operations["optionsOpenapiJson"];
+        /**
+         * This document: headers only
+         * @description The answer `GET` gives (getOpenApiDocument), without its body: the same status and headers.
+         */
+        head: operations["getOpenApiDocumentHead"];
         patch?: never;
         trace?: never;
     };
@@ -60,85 +105,275 @@ export interface components {
          * @enum {string}
          */
         PetStatus: "available" | "pending" | "sold";
+        /**
+         * @description An animal available for adoption. Later 1.x versions may add fields: ignore those you do not know.
+         * @example {
+         *       "id": 42,
+         *       "name": "Rex",
+         *       "categoryId": 3,
+         *       "status": "available"
+         *     }
+         */
         Pet: {
             /**
              * Format: int64
-             * @description Assigned by the service: increasing, never reused.
+             * @description Assigned by the service: increasing, never reused. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long).
              */
             id: number;
             /** @description The animal's name, exactly as it was sent. */
             name: string;
             /**
              * Format: int64
-             * @description Identifier of the category the animal belongs to. An integer from 1 to 9223372036854775807, written as a plain JSON number; every value in that range round-trips exactly.
+             * @description Identifier of the category the animal belongs to. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long).
              */
             categoryId: number;
             status: components["schemas"]["PetStatus"];
         };
-        /** @description An animal to add. `id` is assigned by the service; any field not listed here is refused with a 400 naming it. */
+        /**
+         * @description An animal to add. `id` is assigned by the service; any field not listed here is refused with a 400 naming it.
+         * @example {
+         *       "name": "Rex",
+         *       "categoryId": 3
+         *     }
+         */
         NewPet: {
             /** @description From 1 to 100 characters, not only white space; stored exactly as sent (no trimming). NUL characters and unpaired surrogates are refused. */
             name: string;
             /**
              * Format: int64
-             * @description Identifier of the category the animal belongs to. An integer from 1 to 9223372036854775807, written as a plain JSON number; every value in that range round-trips exactly.
+             * @description Identifier of the category the animal belongs to. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long).
              */
             categoryId: number;
-            /**
-             * @description Availability status; `available` when omitted.
-             * @enum {string}
-             */
-            status?: "available" | "pending" | "sold";
+            /** @description Availability status; `available` when omitted. */
+            status?: components["schemas"]["PetStatus"];
         };
-        /** @description A page of pets in ascending id order. */
+        /** @description A page of pets in ascending id order: at most the page size asked for (`limit`, 100 at most). */
         Pets: components["schemas"]["Pet"][];
-        Error: {
-            /**
-             * @description Machine-readable error code: `invalid_request` (400), `unauthorized` (401), `not_found` (404), `method_not_allowed` (405), `request_timeout` (408), `idempotency_key_in_use` (409), `gone` (410), `payload_too_large` (413), `unsupported_media_type` (415), `idempotency_key_reused` (422), `request_header_fields_too_large` (431), `rate_limited` (429), `key_banned` (429), `internal_error` (500), `unavailable` (503).
-             * @enum {string}
-             */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_header_fields_too_large" | "rate_limited" | "key_banned" | "internal_error" | "unavailable";
+        /**
+         * @description The error codes of this version: `invalid_request` (400), `unauthorized` (401), `not_found` (404), `method_not_allowed` (405), `request_timeout` (408), `idempotency_key_in_use` (409), `gone` (410), `payload_too_large` (413), `unsupported_media_type` (415), `idempotency_key_reused` (422), `request_header_fields_too_large` (431), `rate_limited` (429), `key_banned` (429), `internal_error` (500), `unavailable` (503). Later 1.x versions may add codes; a client that meets one it does not know acts on the HTTP status.
+         * @enum {string}
+         */
+        ErrorCode: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "request_header_fields_too_large" | "rate_limited" | "key_banned" | "internal_error" | "unavailable";
+        /**
+         * @description The body of every error answer. Named ErrorBody rather than Error so that generated code does not shadow the language's own Error. Later 1.x versions may add fields: ignore those you do not know.
+         * @example {
+         *       "code": "not_found",
+         *       "message": "No pet with id 42",
+         *       "status": 404,
+         *       "requestId": "0b6c1f9e-6f1d-4c1a-9a57-0c0e2b1d4f7a"
+         *     }
+         */
+        ErrorBody: {
+            /** @description Machine-readable error code, snake_case: one of `ErrorCode`, or a code added in a later 1.x version. */
+            code: components["schemas"]["ErrorCode"] | string;
             /** @description Human-readable description. */
             message: string;
-            /** @description The HTTP status code of the response. */
+            /**
+             * Format: int32
+             * @description The HTTP status code of the response.
+             */
             status: number;
-            /** @description For validation errors: each field and what is wrong with it. */
+            /** @description For validation errors: each field and what is wrong with it (at most 10). */
             details?: {
+                /** @description The field, query parameter or path parameter, e.g. `categoryId`. */
                 field: string;
+                /** @description What is wrong with it. */
                 problem: string;
             }[];
             /** @description The request's id, also in the `X-Request-Id` response header: quote it when asking for support. */
             requestId?: string;
         };
+        /** @description This OpenAPI 3.1 document. */
+        OpenApiDocument: {
+            /** @description The OpenAPI version: 3.1. */
+            openapi: string;
+            info: {
+                /** @description The interface version. */
+                version: string;
+            };
+        };
     };
     responses: {
-        /** @description Any method other than those listed in `Allow` on a known path (code `method_not_allowed`). */
-        MethodNotAllowed: {
+        /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+        BadRequest: {
             headers: {
-                /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                "X-Request-Id"?: string;
-                /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                "X-RateLimit-Limit"?: number;
-                /** @description Requests left in that window. */
-                "X-RateLimit-Remaining"?: number;
-                /** @description Unix time, in whole seconds, when that window resets. */
-                "X-RateLimit-Reset"?: number;
-                /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                "RateLimit-Policy"?: string;
-                /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                RateLimit?: string;
-                /** @description The methods this path supports. */
-                Allow?: string;
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`). */
+        Unauthorized: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. OpenAPI declares answers per operation, so it is listed on each operation of the path. */
+        MethodNotAllowed: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description A request with the same `Idempotency-Key` is still in progress (code `idempotency_key_in_use`); retry after `Retry-After` seconds. */
+        IdempotencyKeyInUse: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Request body larger than 64 KiB (code `payload_too_large`). */
+        PayloadTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Request body is not `application/json` (code `unsupported_media_type`). */
+        UnsupportedMediaType: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The `Idempotency-Key` was already used with a different request body (code `idempotency_key_reused`). */
+        IdempotencyKeyReused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
+        TooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+        InternalError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+        Unavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
     };
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
+        "X-Request-Id": string;
+        /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
+        "X-RateLimit-Limit": number;
+        /** @description Requests left in that window. */
+        "X-RateLimit-Remaining": number;
+        /** @description Unix time, in whole seconds, when that window resets. */
+        "X-RateLimit-Reset": number;
+        /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
+        "RateLimit-Policy": string;
+        /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
+        RateLimit: string;
+        /** @description Whole seconds to wait before retrying: until the refusing window resets or the ban ends (429), or a short pause while storage is unreachable (503) or the first request with the same `Idempotency-Key` completes (409). */
+        "Retry-After": number;
+        /** @description Always `Bearer realm="petstore"`. */
+        "WWW-Authenticate": "Bearer realm=\"petstore\"";
+        /** @description The methods this path supports, e.g. `GET, HEAD, POST, OPTIONS`. */
+        Allow: string;
+        /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
+        Deprecation: "@1793491200";
+        /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
+        Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+        /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`), e.g. `</v1/pets>; rel="successor-version", </docs#operation/getPet>; rel="deprecation"`: the references start with the public base URL (`PUBLIC_BASE_URL`) when the operator set one. */
+        DeprecationLink: string;
+        /** @description RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"` (same filters and limit, plus an opaque `cursor`); absent on the last page. Resolve the reference against the URL of the request: it starts with the public base URL (`PUBLIC_BASE_URL`) when the operator set one, otherwise it is a path starting with `/v1`. */
+        NextPageLink: string;
+        /** @description The created pet's URL, `/v1/pets/{id}`, or the public base URL (`PUBLIC_BASE_URL`) followed by `/pets/{id}` when the operator set one. Resolve it against the URL of the request. */
+        Location: string;
+        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+        "Idempotent-Replayed": "true";
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -148,6 +383,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 100. */
                 limit?: number;
+                /** @description Only pets with this status. */
                 status?: components["schemas"]["PetStatus"];
                 /** @description Opaque position from the `Link: rel="next"` header of the previous page. Altered or malformed cursors are a 400. */
                 cursor?: string;
@@ -161,137 +397,25 @@ export interface operations {
             /** @description A page of pets. */
             200: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"`. Absent on the last page. */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Link: components["headers"]["NextPageLink"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pets"];
                 };
             };
-            /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
-            400: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`). */
-            401: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
-            429: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. */
-            500: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. */
-            503: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createPet: {
@@ -313,224 +437,162 @@ export interface operations {
             /** @description The created pet, with its assigned id (or, for a repeated Idempotency-Key, the stored first response). */
             201: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description The created pet's URL, `/v1/pets/{id}`. */
-                    Location: string;
-                    /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Location: components["headers"]["Location"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["IdempotencyKeyInUse"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    optionsPets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The methods of this path in `Allow`: `GET, HEAD, POST, OPTIONS`. */
+            204: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listPetsHead: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: number;
+                /** @description Only pets with this status. */
+                status?: components["schemas"]["PetStatus"];
+                /** @description Opaque position from the `Link: rel="next"` header of the previous page. Altered or malformed cursors are a 400. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of pets. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Link: components["headers"]["NextPageLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
             400: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`). */
             401: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate": string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
-            /** @description A request with the same `Idempotency-Key` is still in progress (code `idempotency_key_in_use`); retry after `Retry-After` seconds. */
-            409: {
+            /** @description The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. OpenAPI declares answers per operation, so it is listed on each operation of the path. */
+            405: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After": number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Request body larger than 64 KiB (code `payload_too_large`). */
-            413: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Request body is not `application/json` (code `unsupported_media_type`). */
-            415: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description The `Idempotency-Key` was already used with a different request body (code `idempotency_key_reused`). */
-            422: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
             /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
             429: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After": number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
-            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. */
+            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
             500: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
-            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. */
+            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
             503: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
+                content?: never;
             };
         };
     };
@@ -539,7 +601,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The identifier of the animal: a positive int64. */
+                /** @description The identifier of the animal. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long). */
                 petId: number;
             };
             cookie?: never;
@@ -549,24 +611,15 @@ export interface operations {
             /** @description The pet. */
             200: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -576,197 +629,431 @@ export interface operations {
             /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
             400: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`). */
             401: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Always `Bearer realm="petstore"`. */
-                    "WWW-Authenticate": string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such resource (code `not_found`). */
             404: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             /** @description The operation has passed its sunset date and is removed (code `gone`). */
             410: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
             429: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id": string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining": number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset": number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy": string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After": number;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. */
+            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
             500: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. */
+            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
             503: {
                 headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
-                    "X-Request-Id"?: string;
-                    /** @description Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests without a valid key. */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time, in whole seconds, when that window resets. */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. */
-                    "RateLimit-Policy"?: string;
-                    /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
-                    RateLimit?: string;
-                    /** @description Whole seconds until the refusing window resets (or the ban ends). */
-                    "Retry-After"?: number;
-                    /** @description RFC 9745: when the operation was deprecated (`@1793491200`). */
-                    Deprecation?: string;
-                    /** @description RFC 8594: when the operation is removed (`Thu, 05 Dec 2030 00:00:00 GMT`). */
-                    Sunset?: string;
-                    /** @description The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`). */
-                    Link?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+        };
+    };
+    optionsPetsPetId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the animal. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long). */
+                petId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The methods of this path in `Allow`: `GET, HEAD, OPTIONS`. */
+            204: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getPetHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the animal. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long). */
+                petId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pet. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No such resource (code `not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. OpenAPI declares answers per operation, so it is listed on each operation of the path. */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The operation has passed its sunset date and is removed (code `gone`). */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getOpenApiDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenApiDocument"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    optionsOpenapiJson: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The methods of this path in `Allow`: `GET, HEAD, OPTIONS`. */
+            204: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOpenApiDocumentHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. OpenAPI declares answers per operation, so it is listed on each operation of the path. */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

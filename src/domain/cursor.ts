@@ -9,6 +9,9 @@ import type { PetStatus } from './pet.ts';
 
 const MAC_BYTES = 12;
 
+/** No cursor this codec makes is longer: anything longer is refused unread. */
+export const CURSOR_MAX_LENGTH = 200;
+
 export interface CursorPosition {
   afterId: bigint;
   status: PetStatus | undefined;
@@ -28,7 +31,7 @@ export class CursorCodec {
 
   /** The position a cursor stands for, or undefined when it is malformed or was altered. */
   decode(cursor: string): CursorPosition | undefined {
-    if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+    if (cursor.length > CURSOR_MAX_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
     const raw = Buffer.from(cursor, 'base64url');
     if (raw.length <= MAC_BYTES || raw.toString('base64url') !== cursor) return undefined;
     const payload = raw.subarray(0, raw.length - MAC_BYTES);

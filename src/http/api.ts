@@ -30,6 +30,11 @@ export interface ApiOptions {
   pageCacheSize: number;
   pageCacheTtlMs: number;
   now: () => number;
+  /**
+   * The API's base URL as clients reach it (PUBLIC_BASE_URL): `/v1` or an absolute URL or path ending
+   * in /v1. The URLs the API sends (next page, created pet, replacement) start with it.
+   */
+  publicBaseUrl: string;
   /** Told every method the API allows somewhere, once its routes are registered. */
   onRoutes?: (allow: string) => void;
 }
@@ -56,7 +61,7 @@ const INHERITED = [
 export const api = fp(apiScope, { name: 'api', encapsulate: true, dependencies: INHERITED });
 
 async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void> {
-  const { store, guard, cursors, now } = options;
+  const { store, guard, cursors, now, publicBaseUrl } = options;
   app.addHook('onRequest', (_request, reply, done) => {
     reply.header('Cache-Control', 'no-store');
     done();
@@ -64,14 +69,21 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   app.addHook('onRequest', guard.api);
   app.addHook('preParsing', continueAdmitted);
   const routes = new RouteTable(app);
-  await app.register(listPets, { pets: store, cursors, pageCacheSize: options.pageCacheSize, pageCacheTtlMs: options.pageCacheTtlMs, now });
+  await app.register(listPets, {
+    pets: store,
+    cursors,
+    pageCacheSize: options.pageCacheSize,
+    pageCacheTtlMs: options.pageCacheTtlMs,
+    now,
+    publicBaseUrl,
+  });
   const creates = new IdempotentCreates({
     store,
     now,
     onPurgeError: (err) => app.log.warn({ err }, 'purging expired idempotency keys failed'),
   });
-  await app.register(createPet, { pets: store, creates });
-  await app.register(getPet, { pets: store, now });
+  await app.register(createPet, { pets: store, creates, publicBaseUrl });
+  await app.register(getPet, { pets: store, now, publicBaseUrl });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).
   await app.register(methodNotAllowed, { routes, onRoutes: options.onRoutes });

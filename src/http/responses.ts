@@ -1,103 +1,233 @@
 /**
  * Response declarations shared by the routes: what each status means and which headers it carries.
- * They drive both serialisation and the OpenAPI document.
+ * Routes serialise with the body schemas given here; the OpenAPI document (openapi.ts) takes the rest:
+ * every header is written once, under `components.headers`, every error response once, under
+ * `components.responses`, and operations refer to them, so a header or a status means the same
+ * wherever it appears.
  */
 import { GET_PET_DEPRECATION_HEADERS } from '../domain/deprecation.ts';
 
-type HeaderDoc = Record<string, { type: string; description: string; pattern?: string; enum?: string[] }>;
+/** An OpenAPI Header Object, and the HTTP field it describes. */
+export interface SharedHeader {
+  /** The field's name on the wire; the key in `components.headers` may differ (two kinds of `Link`). */
+  name: string;
+  description: string;
+  /** Sent on every answer that declares it (a generated client may then type it as present). */
+  required: boolean;
+  schema: Record<string, unknown>;
+}
 
-export const RATE_LIMIT_HEADERS: HeaderDoc = {
+/** A count sent in a header: bounded, so a linter (and a client) knows what fits. */
+const COUNT = { type: 'integer', format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER };
+
+/** The value of a structured or listed header field; the bound is generous, not a promise of size. */
+const FIELD = (maxLength = 512) => ({ type: 'string', maxLength });
+
+/** Every header the service documents, keyed by its name in `components.headers`. */
+export const HEADERS = {
+  'X-Request-Id': {
+    name: 'X-Request-Id',
+    required: true,
+    description:
+      "The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits " +
+      "and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request.",
+    schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:@+=/-]+$' },
+  },
   'X-RateLimit-Limit': {
-    type: 'integer',
+    name: 'X-RateLimit-Limit',
+    required: true,
     description:
       'Request quota of the window nearest exhaustion (lowest remaining; a tie goes to the longer window). ' +
       "For a valid key its plan's per-minute or per-day limit, otherwise the per-address limit for requests " +
       'without a valid key.',
+    schema: COUNT,
   },
-  'X-RateLimit-Remaining': { type: 'integer', description: 'Requests left in that window.' },
-  'X-RateLimit-Reset': { type: 'integer', description: 'Unix time, in whole seconds, when that window resets.' },
+  'X-RateLimit-Remaining': { name: 'X-RateLimit-Remaining', required: true, description: 'Requests left in that window.', schema: COUNT },
+  'X-RateLimit-Reset': {
+    name: 'X-RateLimit-Reset',
+    required: true,
+    description: 'Unix time, in whole seconds, when that window resets.',
+    schema: COUNT,
+  },
   'RateLimit-Policy': {
-    type: 'string',
+    name: 'RateLimit-Policy',
+    required: true,
     description: 'IETF RateLimit-Policy field describing every window, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`.',
+    schema: FIELD(),
   },
   RateLimit: {
-    type: 'string',
+    name: 'RateLimit',
+    required: true,
     description:
       'IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`.',
+    schema: FIELD(),
   },
-};
-
-const RETRY_AFTER: HeaderDoc = {
-  'Retry-After': { type: 'integer', description: 'Whole seconds until the refusing window resets (or the ban ends).' },
-};
-
-const DEPRECATION_HEADERS: HeaderDoc = {
+  'Retry-After': {
+    name: 'Retry-After',
+    required: true,
+    description:
+      'Whole seconds to wait before retrying: until the refusing window resets or the ban ends (429), or a short ' +
+      'pause while storage is unreachable (503) or the first request with the same `Idempotency-Key` completes (409).',
+    schema: COUNT,
+  },
+  'WWW-Authenticate': {
+    name: 'WWW-Authenticate',
+    required: true,
+    description: 'Always `Bearer realm="petstore"`.',
+    schema: { type: 'string', enum: ['Bearer realm="petstore"'] },
+  },
+  Allow: {
+    name: 'Allow',
+    required: true,
+    description: 'The methods this path supports, e.g. `GET, HEAD, POST, OPTIONS`.',
+    schema: { type: 'string', maxLength: 128, pattern: '^[A-Z]+(?:, [A-Z]+)*$' },
+  },
   Deprecation: {
-    type: 'string',
+    name: 'Deprecation',
+    required: true,
     description: `RFC 9745: when the operation was deprecated (\`${GET_PET_DEPRECATION_HEADERS.Deprecation}\`).`,
+    schema: { type: 'string', enum: [GET_PET_DEPRECATION_HEADERS.Deprecation] },
   },
-  Sunset: { type: 'string', description: `RFC 8594: when the operation is removed (\`${GET_PET_DEPRECATION_HEADERS.Sunset}\`).` },
-  Link: {
-    type: 'string',
-    description: 'The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`).',
+  Sunset: {
+    name: 'Sunset',
+    required: true,
+    description: `RFC 8594: when the operation is removed (\`${GET_PET_DEPRECATION_HEADERS.Sunset}\`).`,
+    schema: { type: 'string', enum: [GET_PET_DEPRECATION_HEADERS.Sunset] },
   },
-};
+  DeprecationLink: {
+    name: 'Link',
+    required: true,
+    description:
+      'The replacement operation (`rel="successor-version"`) and its documentation (`rel="deprecation"`), e.g. ' +
+      '`</v1/pets>; rel="successor-version", </docs#operation/getPet>; rel="deprecation"`: the references start with ' +
+      'the public base URL (`PUBLIC_BASE_URL`) when the operator set one.',
+    schema: FIELD(),
+  },
+  NextPageLink: {
+    name: 'Link',
+    required: false,
+    description:
+      'RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"` (same filters and limit, plus an ' +
+      'opaque `cursor`); absent on the last page. Resolve the reference against the URL of the request: it starts with ' +
+      'the public base URL (`PUBLIC_BASE_URL`) when the operator set one, otherwise it is a path starting with `/v1`.',
+    schema: FIELD(),
+  },
+  Location: {
+    name: 'Location',
+    required: true,
+    description:
+      "The created pet's URL, `/v1/pets/{id}`, or the public base URL (`PUBLIC_BASE_URL`) followed by `/pets/{id}` " +
+      'when the operator set one. Resolve it against the URL of the request.',
+    schema: { type: 'string', format: 'uri-reference', maxLength: 512 },
+  },
+  'Idempotent-Replayed': {
+    name: 'Idempotent-Replayed',
+    required: false,
+    description: 'Present when this is the stored response of an earlier request with the same Idempotency-Key.',
+    schema: { type: 'string', enum: ['true'] },
+  },
+} as const satisfies Record<string, SharedHeader>;
+
+export type HeaderKey = keyof typeof HEADERS;
+
+/**
+ * How a route's response names a shared header for @fastify/swagger, which copies each entry of a
+ * response's `headers` into the document as it is; openapi.ts turns it into a `$ref`.
+ */
+export const HEADER_MARK = 'x-shared-header';
+
+const RATE_LIMIT: HeaderKey[] = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
 
 export interface ResponseOptions {
-  headers?: HeaderDoc;
+  /** Headers of this response besides those its status always carries. */
+  headers?: HeaderKey[];
+  /** Every answer of the operation carries the deprecation headers (getPet). */
   deprecated?: boolean;
 }
 
-const REQUEST_ID: HeaderDoc = {
-  'X-Request-Id': {
-    type: 'string',
-    description:
-      "The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits " +
-      "and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request.",
-  },
-};
+/**
+ * The headers an answer of a status carries. A 5xx can end a request before its key, and so its
+ * rate-limit window, is known (a storage outage while looking up the key): there the rate-limit
+ * headers are not promised, as the 5xx descriptions say.
+ */
+export function headersFor(status: number, options: ResponseOptions = {}): HeaderKey[] {
+  return [
+    'X-Request-Id',
+    ...(status < 500 ? RATE_LIMIT : []),
+    ...(status === 409 || status === 429 || status === 503 ? (['Retry-After'] as const) : []),
+    ...(status === 401 ? (['WWW-Authenticate'] as const) : []),
+    ...(status === 405 ? (['Allow'] as const) : []),
+    ...(options.deprecated ? (['Deprecation', 'Sunset', 'DeprecationLink'] as const) : []),
+    ...(options.headers ?? []),
+  ];
+}
 
-function headersFor(status: number, options: ResponseOptions): HeaderDoc {
-  return {
-    ...REQUEST_ID,
-    ...RATE_LIMIT_HEADERS,
-    ...(status === 429 || status === 503 || status === 409 ? RETRY_AFTER : {}),
-    ...(status === 401 ? { 'WWW-Authenticate': { type: 'string', description: 'Always `Bearer realm="petstore"`.' } } : {}),
-    ...(status === 405 ? { Allow: { type: 'string', description: 'The methods this path supports.' } } : {}),
-    ...(options.deprecated ? DEPRECATION_HEADERS : {}),
-    ...options.headers,
-  };
+function headerMarks(keys: HeaderKey[]): Record<string, { [HEADER_MARK]: HeaderKey }> {
+  return Object.fromEntries(keys.map((key) => [HEADERS[key].name, { [HEADER_MARK]: key }]));
 }
 
 export function json(status: number, ref: string, description: string, options: ResponseOptions = {}) {
-  return { description, headers: headersFor(status, options), $ref: `${ref}#` };
+  return { description, headers: headerMarks(headersFor(status, options)), $ref: `${ref}#` };
 }
 
-export function empty(status: number, description: string, options: ResponseOptions = {}) {
-  return { description, headers: headersFor(status, options), type: 'null' };
+/** One error status: what it means, and its name as a shared response of the document. */
+interface ErrorStatus {
+  name: string;
+  description: string;
 }
 
-const ERROR_MEANINGS: Record<number, string> = {
-  400: 'Invalid request: the `details` list names each field and problem (code `invalid_request`).',
-  401: 'Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`).',
-  404: 'No such resource (code `not_found`).',
-  405: 'Method not supported on this path (code `method_not_allowed`); `Allow` lists the supported ones.',
-  409: 'A request with the same `Idempotency-Key` is still in progress (code `idempotency_key_in_use`); retry after `Retry-After` seconds.',
-  422: 'The `Idempotency-Key` was already used with a different request body (code `idempotency_key_reused`).',
-  410: 'The operation has passed its sunset date and is removed (code `gone`).',
-  413: 'Request body larger than 64 KiB (code `payload_too_large`).',
-  415: 'Request body is not `application/json` (code `unsupported_media_type`).',
-  429:
-    'Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is ' +
-    'temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`.',
-  500: 'Unexpected server error (code `internal_error`); the body reveals nothing internal.',
-  503: 'Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds.',
+const SERVER_ERROR_HEADERS =
+  ' The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key ' +
+  'is looked up comes without them.';
+
+export const ERROR_STATUSES: Record<number, ErrorStatus> = {
+  400: { name: 'BadRequest', description: 'Invalid request: the `details` list names each field and problem (code `invalid_request`).' },
+  401: {
+    name: 'Unauthorized',
+    description: 'Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`).',
+  },
+  404: { name: 'NotFound', description: 'No such resource (code `not_found`).' },
+  405: {
+    name: 'MethodNotAllowed',
+    description:
+      'The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. ' +
+      'OpenAPI declares answers per operation, so it is listed on each operation of the path.',
+  },
+  409: {
+    name: 'IdempotencyKeyInUse',
+    description:
+      'A request with the same `Idempotency-Key` is still in progress (code `idempotency_key_in_use`); retry after `Retry-After` seconds.',
+  },
+  410: { name: 'Gone', description: 'The operation has passed its sunset date and is removed (code `gone`).' },
+  413: { name: 'PayloadTooLarge', description: 'Request body larger than 64 KiB (code `payload_too_large`).' },
+  415: { name: 'UnsupportedMediaType', description: 'Request body is not `application/json` (code `unsupported_media_type`).' },
+  422: {
+    name: 'IdempotencyKeyReused',
+    description: 'The `Idempotency-Key` was already used with a different request body (code `idempotency_key_reused`).',
+  },
+  429: {
+    name: 'TooManyRequests',
+    description:
+      'Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is ' +
+      'temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`.',
+  },
+  500: {
+    name: 'InternalError',
+    description: 'Unexpected server error (code `internal_error`); the body reveals nothing internal.' + SERVER_ERROR_HEADERS,
+  },
+  503: {
+    name: 'Unavailable',
+    description: 'Storage temporarily unreachable (code `unavailable`); retry after `Retry-After` seconds.' + SERVER_ERROR_HEADERS,
+  },
 };
 
-/** The error responses of a route, each with the Error body and the headers it carries. */
+/** The error responses of a route, each with the ErrorBody and the headers it carries. */
 export function errors(statuses: number[], options: ResponseOptions = {}) {
-  return Object.fromEntries(statuses.map((s) => [s, json(s, 'Error', ERROR_MEANINGS[s]!, options)]));
+  return Object.fromEntries(statuses.map((s) => [s, json(s, 'ErrorBody', ERROR_STATUSES[s]!.description, options)]));
 }
 
-/** Errors any /v1 request can get, whatever the operation. */
+/** Errors any /v1 request with a key can get, whatever the operation. */
 export const COMMON_ERRORS = [401, 429, 500, 503];
+
+/** Errors of the routes that need no key: a key sent anyway is still looked up, and counted against. */
+export const KEYLESS_ERRORS = [429, 500, 503];

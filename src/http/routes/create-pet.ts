@@ -1,10 +1,10 @@
 /**
- * createPet: POST /v1/pets, with optional Idempotency-Key (IETF httpapi draft semantics): the first
- * create for a key and caller is recorded with the pet, in the same transaction, and its response is
- * replayed for 24 hours with `Idempotent-Replayed: true` (pets never change, so the stored pet gives
- * the same body); the same key with a different body is a 422; a duplicate while the first is still
- * being processed is a 409. Keys are scoped to the API key. The rules are the IdempotentCreates
- * service's; this route parses the request and writes the answer.
+ * createPet: POST /v1/pets (`/pets` under the document's /v1 servers), with optional Idempotency-Key
+ * (IETF httpapi draft semantics): the first create for a key and caller is recorded with the pet, in
+ * the same transaction, and its response is replayed for 24 hours with `Idempotent-Replayed: true`
+ * (pets never change, so the stored pet gives the same body); the same key with a different body is a
+ * 422; a duplicate while the first is still being processed is a 409. Keys are scoped to the API key.
+ * The rules are the IdempotentCreates service's; this route parses the request and writes the answer.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
@@ -30,17 +30,18 @@ function invalid(field: string, problem: string): ApiError {
   return new ApiError('invalid_request', `Invalid body: ${field} ${problem}`, { details: [{ field, problem }] });
 }
 
-/** The 201 with the pet, its Location and (from the 201 response schema) its serialised body. */
-function created(reply: FastifyReply, pet: Pet): FastifyReply {
-  return reply.code(201).header('Location', `/v1/pets/${pet.id}`).send(pet);
-}
-
 export interface CreatePetDeps {
   pets: PetStore;
   creates: IdempotentCreates;
+  /** The API's base URL as clients reach it (PUBLIC_BASE_URL): a created pet's Location starts with it. */
+  publicBaseUrl: string;
 }
 
-export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, { pets, creates }) => {
+export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, { pets, creates, publicBaseUrl }) => {
+  /** The 201 with the pet, its Location and (from the 201 response schema) its serialised body. */
+  const created = (reply: FastifyReply, pet: Pet): FastifyReply =>
+    reply.code(201).header('Location', `${publicBaseUrl}/pets/${pet.id}`).send(pet);
+
   app.post(
     '/pets',
     {
@@ -69,14 +70,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
         body: refTo(NewPet),
         response: {
           201: json(201, 'Pet', 'The created pet, with its assigned id (or, for a repeated Idempotency-Key, the stored first response).', {
-            headers: {
-              Location: { type: 'string', description: "The created pet's URL, `/v1/pets/{id}`." },
-              'Idempotent-Replayed': {
-                type: 'string',
-                enum: ['true'],
-                description: 'Present when this is the stored response of an earlier request with the same Idempotency-Key.',
-              },
-            },
+            headers: ['Location', 'Idempotent-Replayed'],
           }),
           ...errors([400, 409, 413, 415, 422, ...COMMON_ERRORS]),
         },

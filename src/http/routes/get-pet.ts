@@ -1,4 +1,4 @@
-/** getPet: GET /v1/pets/{petId}, deprecated; 410 from its sunset moment on. */
+/** getPet: GET /v1/pets/{petId} (`/pets/{petId}` under the document's /v1 servers), deprecated; 410 from its sunset moment on. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.ts';
 import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
@@ -10,9 +10,17 @@ import { PetIdParams } from '../schemas.ts';
 export interface GetPetDeps {
   pets: PetStore;
   now: () => number;
+  /** The API's base URL as clients reach it (PUBLIC_BASE_URL): the replacement's link starts with it. */
+  publicBaseUrl: string;
 }
 
-export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now }) => {
+export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now, publicBaseUrl }) => {
+  // The documentation sits beside /v1 (at /docs), under the same prefix when there is one.
+  const root = publicBaseUrl.replace(/\/v1$/, '');
+  const deprecationHeaders = {
+    ...GET_PET_DEPRECATION_HEADERS,
+    Link: `<${publicBaseUrl}/pets>; rel="successor-version", <${root}/docs#operation/getPet>; rel="deprecation"`,
+  };
   app.get(
     '/pets/:petId',
     {
@@ -21,7 +29,7 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
         summary: 'Get an animal (deprecated)',
         description:
           'Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers ' +
-          '410 with code `gone`. Use `GET /v1/pets` with the `status` filter instead. Every response carries ' +
+          '410 with code `gone`. Use `GET /pets` (listPets) with the `status` filter instead. Every response carries ' +
           '`Deprecation`, `Sunset` and `Link`.',
         deprecated: true,
         tags: ['pets'],
@@ -33,7 +41,7 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
       },
       // onSend runs for every response of this route, errors included.
       onSend: (_request, reply, payload, done) => {
-        reply.headers(GET_PET_DEPRECATION_HEADERS);
+        reply.headers(deprecationHeaders);
         done(null, payload);
       },
       onRequest: async () => {

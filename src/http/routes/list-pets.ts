@@ -1,4 +1,4 @@
-/** listPets: GET /v1/pets, keyset-paginated in ascending id order. */
+/** listPets: GET /v1/pets (`/pets` under the document's /v1 servers), keyset-paginated in ascending id order. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CursorCodec } from '../../domain/cursor.ts';
 import { DEFAULT_PAGE_SIZE } from '../../domain/page.ts';
@@ -19,15 +19,20 @@ export interface ListPetsDeps {
   /** How long a full page is reused where it can still change for a moment (see page-cache.ts). */
   pageCacheTtlMs: number;
   now: () => number;
+  /** The API's base URL as clients reach it (PUBLIC_BASE_URL): the next page's link starts with it. */
+  publicBaseUrl: string;
 }
 
-export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { pets, cursors, pageCacheSize, pageCacheTtlMs, now }) => {
+export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
+  app,
+  { pets, cursors, pageCacheSize, pageCacheTtlMs, now, publicBaseUrl },
+) => {
   /** The RFC 8288 link to the page after the one ending at lastId, with the same filters and limit. */
   const nextLink = (limit: number, status: PetStatus | undefined, lastId: bigint): string => {
     const next = new URLSearchParams({ limit: String(limit) });
     if (status) next.set('status', status);
     next.set('cursor', cursors.encode({ afterId: lastId, status }));
-    return `</v1/pets?${next}>; rel="next"`;
+    return `<${publicBaseUrl}/pets?${next}>; rel="next"`;
   };
   const finished = new PageCache(pageCacheSize, pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now);
   app.get(
@@ -43,14 +48,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (app, { p
         tags: ['pets'],
         querystring: ListPetsQuery,
         response: {
-          200: json(200, 'Pets', 'A page of pets.', {
-            headers: {
-              Link: {
-                type: 'string',
-                description: 'RFC 8288 link to the next page, e.g. `</v1/pets?limit=20&cursor=...>; rel="next"`. Absent on the last page.',
-              },
-            },
-          }),
+          200: json(200, 'Pets', 'A page of pets.', { headers: ['NextPageLink'] }),
           ...errors([400, ...COMMON_ERRORS]),
         },
       },

@@ -3,7 +3,8 @@
  * answered 204 with the `Allow` list, and 404 for every other path under the API's prefix. What each path allows is read from the routes
  * registered before this plugin, so `Allow` can never disagree with the router. Neither answer needs
  * a key: both only restate the public OpenAPI document. They are still rate-limited like everything
- * under /v1. Hidden from the documented operations; 405 is described once, as a component response.
+ * under /v1. The routes themselves are hidden from @fastify/swagger (one route serves many methods);
+ * openapi.ts declares their answers on every documented path: OPTIONS, and the 405 as a shared response.
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError, noResourceError } from '../api-error.ts';
@@ -39,7 +40,8 @@ export class RouteTable {
   }
 }
 
-function allowField(methods: string[]): string {
+/** The methods as an `Allow` field lists them: the usual ones in a fixed order, others after them. */
+export function allowField(methods: string[]): string {
   const known = METHOD_ORDER.filter((m) => methods.includes(m));
   const others = [...new Set(methods.filter((m) => !METHOD_ORDER.includes(m)))].sort();
   return [...known, ...others].join(', ');
