@@ -25,6 +25,7 @@ import { BODY_LIMIT_BYTES, jsonBodies } from './http/json-body.ts';
 import { registerOpenApi } from './http/openapi.ts';
 import { docs } from './http/routes/docs.ts';
 import { health } from './http/routes/health.ts';
+import { root } from './http/routes/root.ts';
 import { validation } from './http/validation.ts';
 import { KeyBans } from './limits/bans.ts';
 import type { RateLimiter } from './limits/limiter.ts';
@@ -136,7 +137,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
     metrics,
   });
-  await registerOpenApi(app);
+  await registerOpenApi(app, API_PREFIX);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
   await app.register(api, {
     prefix: API_PREFIX,
@@ -146,9 +147,11 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     pageCacheSize: config.pageCacheSize,
     pageCacheTtlMs: config.pageCacheTtlMs,
     now,
+    publicBaseUrl: config.publicBaseUrl,
     onRoutes: (allow) => (apiMethods = allow),
   });
   await app.register(docs, { limit: guard.keyless });
   await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });
+  await app.register(root);
   return app;
 }

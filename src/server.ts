@@ -5,17 +5,24 @@
  * SHUTDOWN_TIMEOUT_MS.
  */
 import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import v8 from 'node:v8';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { ConfigError, type Config } from './config.ts';
 import { startMetricsListener } from './http/metrics-listener.ts';
 import type { TlsFiles } from './http/node-server.ts';
+import type { RateLimiter } from './limits/limiter.ts';
 import { MemoryRateLimiter } from './limits/memory.ts';
 import { createLogger } from './logger.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { shutDownGracefully } from './shutdown.ts';
-import { openStore } from './storage/open.ts';
+import { describePostgres, openStore, withoutPassword } from './storage/open.ts';
+import { packageVersion } from './version.ts';
+
+/** How long the start waits for Redis to answer before serving with the in-memory fallback. */
+const REDIS_START_CHECK_MS = 2000;
 
 /** Reads the TLS files at start, so a missing or unreadable one stops the server with one clear line. */
 function readTls(config: Readonly<Config>): TlsFiles | undefined {
@@ -42,20 +49,77 @@ function boundHeapGrowth(): void {
   v8.setFlagsFromString('--heap-growing-percent=100');
 }
 
+/** Where a redis:// URL points, for messages and the log: host and port, never the credentials. */
+function describeRedis(url: string): string {
+  return `Redis at ${URL.parse(url)?.host || 'localhost'}`;
+}
+
+/**
+ * The shared limiter when REDIS_URL is set, else the in-memory one. A Redis that does not answer at
+ * start does not stop the server: it would serve exactly as it does when Redis fails later (limits
+ * counted per instance until Redis is back), and refusing to start would turn a Redis outage into a
+ * restart loop of every instance. The warning names REDIS_URL so the operator knows what to fix.
+ */
+async function openLimiter(config: Readonly<Config>, logger: FastifyBaseLogger, metrics: Metrics): Promise<RateLimiter> {
+  if (!config.redisUrl) return new MemoryRateLimiter();
+  // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
+  const { RedisRateLimiter } = await import('./limits/redis.ts');
+  const limiter = new RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics });
+  const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
+  if (problem !== undefined) {
+    logger.warn(
+      { limiter: { engine: 'redis', target: describeRedis(config.redisUrl), reachable: false } },
+      `REDIS_URL names ${describeRedis(config.redisUrl)}, which cannot be reached (${withoutPassword(problem, config.redisUrl)}): ` +
+        'serving with rate limits counted in memory on this instance until it answers',
+    );
+  }
+  return limiter;
+}
+
+/** What the start line says about the storage, the limiter and the address: never a password. */
+function startFacts(config: Readonly<Config>, address: AddressInfo) {
+  const storage =
+    config.database.engine === 'sqlite'
+      ? { engine: 'sqlite' as const, path: config.database.path === ':memory:' ? ':memory:' : resolve(config.database.path) }
+      : { engine: 'postgres' as const, target: describePostgres(config.database.url) };
+  const limiter = config.redisUrl ? { engine: 'redis' as const, target: describeRedis(config.redisUrl) } : { engine: 'memory' as const };
+  const scheme = config.tls ? 'https' : 'http';
+  const at = (host: string) => `${scheme}://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
+  // A wildcard address is not one to browse to; from this machine, loopback reaches it.
+  const local = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : config.host;
+  // Behind a proxy, the public address of the API names where clients find the docs page too.
+  const publicDocs = /^https?:/.test(config.publicBaseUrl) ? config.publicBaseUrl.replace(/\/v1$/, '/docs') : undefined;
+  return { environment: config.environment, storage, limiter, address: at(address.address), docs: publicDocs ?? `${at(local)}/docs` };
+}
+
+function startMessage(version: string, facts: ReturnType<typeof startFacts>): string {
+  const storage = facts.storage.engine === 'sqlite' ? `SQLite ${facts.storage.path}` : facts.storage.target;
+  const limits = facts.limiter.engine === 'redis' ? `rate limits in ${facts.limiter.target}` : 'rate limits in memory';
+  return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}); docs at ${facts.docs}`;
+}
+
+/** Listening, with the usual failures (the port taken, a privileged port) said in terms of PORT and HOST. */
+async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<void> {
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const where = `${config.host}:${config.port}`;
+    if (code === 'EADDRINUSE') throw new Error(`cannot listen on ${where}: another process uses it (set PORT or --port)`, { cause: err });
+    if (code === 'EACCES') throw new Error(`cannot listen on ${where}: not allowed (ports below 1024 need privileges)`, { cause: err });
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
+      throw new Error(`cannot listen on ${where}: no such address on this machine (set HOST or --host)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
 export async function startServer(config: Readonly<Config>): Promise<FastifyInstance> {
   boundHeapGrowth();
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics();
   const store = await openStore(config);
-  // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
-  const limiter = config.redisUrl
-    ? new (await import('./limits/redis.ts')).RedisRateLimiter({
-        url: config.redisUrl,
-        keyPrefix: config.redisKeyPrefix,
-        log: logger,
-        metrics,
-      })
-    : new MemoryRateLimiter();
+  const limiter = await openLimiter(config, logger, metrics);
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {
     await limiter.close();
@@ -66,7 +130,10 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
   app.addHook('onClose', async () => {
     metricsListener?.close();
   });
-  await app.listen({ port: config.port, host: config.host });
+  await listen(app, config);
+  const version = packageVersion();
+  const facts = startFacts(config, app.server.address() as AddressInfo);
+  app.log.info({ version, ...facts }, startMessage(version, facts));
   if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
 
   let closing = false;

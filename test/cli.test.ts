@@ -4,18 +4,20 @@
  * directory, so nothing depends on a build.
  */
 import assert from 'node:assert/strict';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import {
+  CLI,
   explain,
   exitWithin,
   freePort,
   keysCreateJson,
   lastLine,
   runCli,
+  startServerCommand,
   startServerProcess,
   type CliResult,
   type CreatedKey,
@@ -58,14 +60,22 @@ async function ok(args: string[], env: EnvOverrides): Promise<CliResult> {
   return r;
 }
 
-/** Asserts exit status 1 with a message on stderr and nothing on stdout; returns stderr. */
-async function fails(args: string[], env: EnvOverrides, message: RegExp): Promise<string> {
+/**
+ * Asserts a refusal in one line on stderr, nothing on stdout and the exit status: 1 (the default)
+ * for a command the state or configuration refuses, 2 for a wrong command line. Returns stderr.
+ */
+async function fails(args: string[], env: EnvOverrides, message: RegExp, code: 1 | 2 = 1): Promise<string> {
   const r = await runCli(args, env);
-  assert.equal(r.code, 1, explain(args, r));
+  assert.equal(r.code, code, explain(args, r));
   assert.match(r.stderr, message, explain(args, r));
   assert.equal(r.stdout, '', explain(args, r));
+  assert.equal(r.stderr.trimEnd().split('\n').length, 1, `one line: ${explain(args, r)}`);
+  assert.doesNotMatch(r.stderr, /Usage:/, explain(args, r));
   return r.stderr;
 }
+
+/** A wrong command line: exit status 2, one line. */
+const misused = (args: string[], env: EnvOverrides, message: RegExp) => fails(args, env, message, 2);
 
 interface ListedKey {
   id: string;
@@ -124,7 +134,7 @@ describe('keys create', () => {
     });
   });
 
-  test('keys create --plan enterprise takes --rpm and --rpd; missing or misplaced limits, unknown and missing plans exit 1', async () => {
+  test('keys create --plan enterprise takes --rpm and --rpd; missing, misplaced or senseless limits, unknown and missing plans exit 2', async () => {
     await inSandbox(async (box) => {
       const created = await keysCreateJson(box.env(), '--plan', 'enterprise', '--rpm', '5000', '--rpd', '200000');
       assert.equal(created.plan, 'enterprise');
@@ -133,11 +143,17 @@ describe('keys create', () => {
 
       const env = box.env();
       await Promise.all([
-        fails(['keys', 'create', '--plan', 'enterprise', '--json'], env, /--plan enterprise needs --rpm N and --rpd N/),
-        fails(['keys', 'create', '--plan', 'pro', '--rpm', '5000', '--json'], env, /--rpm and --rpd apply only to --plan enterprise/),
-        fails(['keys', 'create', '--plan', 'platinum', '--json'], env, /--plan must be free, pro, business or enterprise, got "platinum"/),
-        fails(['keys', 'create', '--label', 'shop', '--json'], env, /--plan is required/),
+        misused(['keys', 'create', '--plan', 'enterprise', '--json'], env, /--plan enterprise needs --rpm N and --rpd N/),
+        misused(['keys', 'create', '--plan', 'pro', '--rpm', '5000', '--json'], env, /--rpm and --rpd apply only to --plan enterprise/),
+        misused(
+          ['keys', 'create', '--plan', 'platinum', '--json'],
+          env,
+          /--plan must be free, pro, business or enterprise, got "platinum"/,
+        ),
+        misused(['keys', 'create', '--label', 'shop', '--json'], env, /--plan is required/),
+        misused(['keys', 'create', '--plan', 'enterprise', '--rpm', '0', '--rpd', '10'], env, /--rpm must be a positive integer, got "0"/),
       ]);
+      assert.equal((await listJson(env)).length, 1, 'no refused command created a key');
     });
   });
 });
@@ -150,7 +166,7 @@ describe('keys list', () => {
         keysCreateJson(box.env(), '--plan', 'business'),
       ]);
 
-      const [table, json] = await Promise.all([ok(['keys', 'list'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
+      const [table, json] = await Promise.all([ok(['keys', 'list', '--wide'], box.env()), ok(['keys', 'list', '--json'], box.env())]);
       const lines = table.stdout.trimEnd().split('\n');
       assert.match(lines[0]!, /^ID\s+PREFIX\s+ENV\s+PLAN\s+RPM\s+RPD\s+STATE\s+CREATED\s+EXPIRES\s+LABEL$/);
       assert.equal(lines.length, 3, table.stdout);
@@ -192,11 +208,13 @@ describe('keys list', () => {
   test('keys list shows an expired key as expired, and keys rotate refuses it', async () => {
     await inSandbox(async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
-      await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'], box.env());
-      const table = (await ok(['keys', 'list'], box.env())).stdout;
+      await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z', '--force'], box.env());
+      const table = (await ok(['keys', 'list', '--wide'], box.env())).stdout;
       const row = table.split('\n').find((line) => line.startsWith(key.id))!;
       assert.match(row, /expired 2020-01-01T00:00:00.000Z/);
       assert.doesNotMatch(row, /active/);
+      const short = (await ok(['keys', 'list'], box.env())).stdout.split('\n').find((line) => line.startsWith(key.id))!;
+      assert.match(short, /\sexpired(\s|$)/);
       const refusal = new RegExp(`key ${key.id} expired at 2020-01-01T00:00:00.000Z; create a new key instead`);
       await fails(['keys', 'rotate', key.id], box.env(), refusal);
       assert.equal((await listJson(box.env())).length, 1, 'no replacement was created');
@@ -205,7 +223,7 @@ describe('keys list', () => {
 });
 
 describe('keys revoke, rotate, plan and expire', () => {
-  test('keys revoke ID revokes once; revoking again or an unknown ID exits 1', async () => {
+  test('keys revoke ID revokes once; revoking again or an unknown ID exits 1 with one line and no usage', async () => {
     await inSandbox(async (box) => {
       const doomed = await keysCreateJson(box.env(), '--plan', 'free');
 
@@ -239,13 +257,15 @@ describe('keys revoke, rotate, plan and expire', () => {
       assert.equal(rows.find((r) => r.id === old.id)!.expiresAt, fresh.replacedExpiresAt);
       assert.equal(rows.find((r) => r.id === fresh.id)!.expiresAt, null);
       await Promise.all([
-        fails(['keys', 'rotate', old.id, '--grace', '3 hours'], box.env(), /--grace must be a duration/),
+        misused(['keys', 'rotate', old.id, '--grace', '3 hours'], box.env(), /--grace must be a duration/),
+        misused(['keys', 'rotate', old.id, '--grace', '0s'], box.env(), /--grace must be a duration .* from 1s to 365d, got "0s"/),
+        misused(['keys', 'rotate', old.id, '--grace', '-1h'], box.env(), /--grace must be a duration .*, got "-1h"/),
         fails(['keys', 'rotate', 'key_0000000000000000'], box.env(), /no key with ID key_0000000000000000/),
       ]);
     });
   });
 
-  test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 1', async () => {
+  test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 2, an unknown key 1', async () => {
     await inSandbox(async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       const planArgs = ['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '5000', '--rpd', '90000', '--json'];
@@ -253,13 +273,18 @@ describe('keys revoke, rotate, plan and expire', () => {
       assert.deepEqual([changed.plan, changed.rpm, changed.rpd], ['enterprise', 5000, 90000]);
       const dated = await ok(['keys', 'expire', key.id, '--at', '2030-01-31T00:00:00Z'], box.env());
       assert.match(dated.stdout, /expires at 2030-01-31T00:00:00.000Z/);
-      assert.match((await ok(['keys', 'list'], box.env())).stdout, /2030-01-31T00:00:00.000Z/);
+      assert.match((await ok(['keys', 'list', '--wide'], box.env())).stdout, /2030-01-31T00:00:00.000Z/);
       await ok(['keys', 'expire', key.id, '--never'], box.env());
       assert.equal((await listJson(box.env())).find((r) => r.id === key.id)!.expiresAt, null);
       await Promise.all([
-        fails(['keys', 'plan', key.id, '--plan', 'gold'], box.env(), /--plan must be/),
-        fails(['keys', 'expire', key.id, '--at', 'tomorrow'], box.env(), /--at must be an ISO 8601 timestamp/),
-        fails(['keys', 'expire', key.id], box.env(), /exactly one of --at TIMESTAMP and --never/),
+        misused(['keys', 'plan', key.id, '--plan', 'gold'], box.env(), /--plan must be/),
+        misused(
+          ['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '100', '--rpd', '50'],
+          box.env(),
+          /--rpd \(50\) must be at least --rpm \(100\)/,
+        ),
+        misused(['keys', 'expire', key.id, '--at', 'tomorrow'], box.env(), /--at must be an ISO 8601 timestamp/),
+        misused(['keys', 'expire', key.id], box.env(), /exactly one of --at TIMESTAMP and --never/),
         fails(['keys', 'plan', 'key_0000000000000000', '--plan', 'pro'], box.env(), /no key with ID/),
       ]);
     });
@@ -407,6 +432,60 @@ describe('serve', () => {
   );
 });
 
+describe('serve flags and signals', () => {
+  /** Whether anything accepts connections at url now. */
+  async function answers(url: string): Promise<boolean> {
+    try {
+      await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  test('serve --port and --host override PORT and HOST', { timeout: 30_000 }, async () => {
+    await inSandbox(async (box) => {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      // Values the configuration would refuse: serving at all shows the flags replaced them.
+      const env = box.env({ PORT: 'not-a-port', HOST: 'not a host' });
+      const server = await startServerCommand(process.execPath, [CLI, 'serve', '--port', String(port), '--host', '127.0.0.1'], env, url);
+      try {
+        assert.equal((await fetch(`${url}/healthz`)).status, 200);
+        server.child.kill('SIGTERM');
+        assert.equal(await exitWithin(server, 10_000), 0);
+      } finally {
+        if (server.child.exitCode === null) server.child.kill('SIGKILL');
+        await server.exited;
+      }
+    });
+  });
+
+  // docs/cli.md: a supervisor's SIGTERM must reach the server itself. A shell wrapper that `exec`s
+  // the command becomes it, so the signal sent to the process the supervisor started is the server's.
+  test(
+    'started by a shell wrapper that execs it, the server gets the SIGTERM sent to the wrapper, exits 0 and closes its port',
+    { timeout: 30_000 },
+    async () => {
+      await inSandbox(async (box) => {
+        const port = await freePort();
+        const url = `http://127.0.0.1:${port}`;
+        const wrapper = 'exec "$0" "$1" serve --port "$2"';
+        const server = await startServerCommand('/bin/sh', ['-c', wrapper, process.execPath, CLI, String(port)], box.env(), url);
+        try {
+          assert.ok(server.child.kill('SIGTERM'), 'the signal was sent to the pid the wrapper was started as');
+          assert.equal(await exitWithin(server, 10_000), 0, server.output());
+          assert.equal(await answers(url), false, 'the port is closed');
+          assert.match(server.output(), /"msg":"shutting down"/);
+        } finally {
+          if (server.child.exitCode === null) server.child.kill('SIGKILL');
+          await server.exited;
+        }
+      });
+    },
+  );
+});
+
 describe('configuration', () => {
   const BAD_CONFIGURATIONS: { variable: string; value: string }[] = [
     { variable: 'PORT', value: 'abc' },
@@ -496,17 +575,137 @@ describe('configuration', () => {
 });
 
 describe('usage', () => {
-  test('an unknown command or keys subcommand exits 1 with the usage on stderr', async () => {
+  const SUBCOMMANDS = ['create', 'list', 'rotate', 'plan', 'expire', 'revoke', 'unban'];
+  const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+  test('--help on every command and subcommand prints its usage on stdout, exits 0, and reads no configuration or database', async () => {
+    await inSandbox(async (box) => {
+      // A configuration that would stop any command that read it, and a database that must not appear.
+      const env = box.env({ PORT: 'not-a-port', PETSTORE_ENV: 'nowhere' });
+      writeFileSync(join(box.dir, '.env'), 'LOG_LEVEL=loudest\n');
+      const runs: [string[], RegExp][] = [
+        [[], /^petstore: the pet adoption service/],
+        [['--help'], /^petstore: the pet adoption service/],
+        [['-h'], /^petstore: the pet adoption service/],
+        [['help'], /^petstore: the pet adoption service/],
+        [['serve', '--help'], /^Usage: petstore serve \[--port N\] \[--host ADDRESS\]\n/],
+        [['serve', '-h'], /^Usage: petstore serve /],
+        [['serve', '--port', '1', '--help'], /^Usage: petstore serve /],
+        [['keys'], /^Usage: petstore keys COMMAND/],
+        [['keys', '--help'], /^Usage: petstore keys COMMAND/],
+        [['help', 'keys', 'create'], /^Usage: petstore keys create --plan /],
+        ...SUBCOMMANDS.map((sub): [string[], RegExp] => [['keys', sub, '--help'], new RegExp(`^Usage: petstore keys ${sub}[ \n]`)]),
+        // Help wins over anything else typed with it, even a flag the command does not take.
+        [['keys', 'list', '--plan', 'pro', '--help'], /^Usage: petstore keys list /],
+      ];
+      await Promise.all(
+        runs.map(async ([args, usage]) => {
+          const r = await runCli(args, env, { cwd: box.dir });
+          assert.equal(r.code, 0, explain(args, r));
+          assert.match(r.stdout, usage, explain(args, r));
+          assert.equal(r.stderr, '', explain(args, r));
+        }),
+      );
+      const top = (await runCli(['--help'], env, { cwd: box.dir })).stdout;
+      for (const sub of SUBCOMMANDS) assert.match(top, new RegExp(`^  petstore keys ${sub} `, 'm'));
+      assert.match(top, /Exit status: 0 .*; 1 .*\n?.*2 the command line is wrong/s);
+      const keysHelp = (await runCli(['keys', '--help'], env, { cwd: box.dir })).stdout;
+      for (const sub of SUBCOMMANDS) assert.match(keysHelp, new RegExp(`^  ${sub}\\b`, 'm'));
+      const create = (await runCli(['keys', 'create', '--help'], env, { cwd: box.dir })).stdout;
+      for (const flag of ['--plan PLAN', '--rpm N', '--rpd N', '--label TEXT', '--json', '-h, --help'])
+        assert.ok(create.includes(flag), create);
+      assert.deepEqual(readdirSync(box.dir), ['.env'], 'no database file or folder was created');
+    });
+  });
+
+  test('--version and -v print the package version', async () => {
+    for (const flag of ['--version', '-v']) {
+      const r = await ok([flag], {});
+      assert.equal(r.stdout, `petstore ${version}\n`);
+    }
+  });
+
+  test('an unknown command, keys subcommand or option exits 2 with one line pointing at --help', async () => {
     await inSandbox(async (box) => {
       const env = box.env();
-      const [unknown, unknownKeys] = await Promise.all([
-        fails(['frobnicate'], env, /^petstore: unknown command "frobnicate"\n\nUsage:\n {2}petstore serve\n/),
-        fails(['keys', 'renew'], env, /^petstore: unknown keys command "renew"\n\nUsage:/),
+      await Promise.all([
+        misused(['frobnicate'], env, /^petstore: unknown command "frobnicate"; see petstore --help\n$/),
+        misused(['keys', 'renew'], env, /^petstore: unknown keys command "renew"; see petstore keys --help\n$/),
+        misused(['--verbose'], env, /^petstore: unknown option --verbose; see petstore --help\n$/),
+        misused(['keys', '--json', 'list'], env, /^petstore: keys needs a command before --json; see petstore keys --help\n$/),
       ]);
-      for (const stderr of [unknown, unknownKeys]) {
-        assert.match(stderr, /petstore keys create --plan free\|pro\|business\|enterprise/);
-        assert.match(stderr, /petstore keys unban ID/);
-      }
+      assert.deepEqual(readdirSync(box.dir), [], 'no database was created');
+    });
+  });
+
+  test("each command refuses flags it does not take, another command's included, with exit 2 and no side effect", async () => {
+    await inSandbox(async (box) => {
+      const env = box.env();
+      const refusals: [string[], RegExp][] = [
+        [['keys', 'list', '--plan', 'pro'], /^petstore: keys list does not take --plan; see petstore keys list --help\n$/],
+        [['keys', 'create', '--plan', 'free', '--wide'], /keys create does not take --wide; see petstore keys create --help/],
+        [['keys', 'revoke', 'key_0000000000000000', '--grace', '1h'], /keys revoke does not take --grace/],
+        [['keys', 'unban', 'key_0000000000000000', '--force'], /keys unban does not take --force/],
+        [['keys', 'create', '--plan', 'free', '-p'], /keys create does not take -p;/],
+        [['serve', '--bogus'], /^petstore: serve does not take --bogus; see petstore serve --help\n$/],
+        [['serve', '--plan', 'pro'], /serve does not take --plan/],
+        [['serve', 'now'], /^petstore: serve: unexpected argument "now"; see petstore serve --help\n$/],
+        [['serve', '--port'], /^petstore: --port needs a value; see petstore serve --help\n$/],
+        [['serve', '--port', 'abc'], /^petstore: --port must be an integer from 0 to 65535, got "abc"\n$/],
+        [['keys', 'list', 'extra'], /keys list: unexpected argument "extra"/],
+        [['keys', 'list', '--json=yes'], /--json takes no value/],
+        [['keys', 'list', '--json', '--wide'], /keys list takes --wide or --json, not both/],
+        [['keys', 'revoke'], /^petstore: keys revoke needs a key ID \(petstore keys list shows them\); see petstore keys revoke --help\n$/],
+        [['keys', 'create', '--plan', 'enterprise', '--rpm', '100', '--rpd', '50'], /--rpd \(50\) must be at least --rpm \(100\)/],
+      ];
+      await Promise.all(refusals.map(([args, message]) => misused(args, env, message)));
+      assert.deepEqual(readdirSync(box.dir), [], 'no refused command created the database');
+    });
+  });
+
+  test('keys expire refuses a moment in the past unless --force', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
+      await misused(
+        ['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'],
+        box.env(),
+        /--at 2020-01-01T00:00:00Z is in the past.*--force/,
+      );
+      assert.equal((await listJson(box.env()))[0]!.expiresAt, null, 'the refused expiry was not stored');
+      const forced = await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z', '--force', '--json'], box.env());
+      assert.equal(JSON.parse(lastLine(forced.stdout)).expiresAt, '2020-01-01T00:00:00.000Z');
+      // A date to come needs no --force.
+      await ok(['keys', 'expire', key.id, '--at', '2099-01-01T00:00:00Z'], box.env());
+    });
+  });
+
+  test('keys list fits 100 columns with long labels and limits, cutting labels that --wide and --json show whole', async () => {
+    await inSandbox(async (box) => {
+      const long = 'for the partner integration of a very large shelter network, '.repeat(4).slice(0, 200);
+      const keys = await Promise.all([
+        keysCreateJson(box.env(), '--plan', 'free', '--label', long),
+        keysCreateJson(box.env(), '--plan', 'enterprise', '--rpm', '1999999', '--rpd', '19999999', '--label', long),
+        keysCreateJson(box.env({ PETSTORE_ENV: 'staging' }), '--plan', 'business', '--label', 'short\nlabel'),
+        keysCreateJson(box.env(), '--plan', 'pro'),
+      ]);
+      await ok(['keys', 'rotate', keys[0].id, '--grace', '7d'], box.env());
+      await ok(['keys', 'revoke', keys[3].id], box.env());
+
+      const table = (await ok(['keys', 'list'], box.env())).stdout.trimEnd().split('\n');
+      assert.equal(table.length, 1 + 5, table.join('\n'));
+      assert.match(table[0]!, /^ID\s+PREFIX\s+PLAN\s+LIMITS\s+STATE\s+LABEL$/);
+      for (const line of table) assert.ok([...line].length <= 100, `${[...line].length} columns: ${line}`);
+      const row = (id: string) => table.find((line) => line.startsWith(id))!;
+      assert.match(row(keys[0].id), /free\s+60\/min 1000\/day\s+until \d{4}-\d{2}-\d{2}\s+for[^…]*…$/);
+      assert.match(row(keys[1].id), /enterprise\s+≈2M\/min ≈20M\/day\s+active\s/);
+      assert.match(row(keys[2].id), /^key_\w+\s+pet_test_\S+…\s+business\s+1000\/min 100k\/day\s+active\s+short label$/);
+      assert.match(row(keys[3].id), /\srevoked$/);
+
+      const wide = (await ok(['keys', 'list', '--wide'], box.env())).stdout;
+      assert.ok(wide.includes(long), 'the wide table shows the whole label');
+      assert.ok(wide.includes('19999999'), 'and the exact limits');
+      const json = await listJson(box.env());
+      assert.equal(json.find((r) => r.id === keys[0].id)!.label, long);
     });
   });
 });

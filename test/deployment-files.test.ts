@@ -2,7 +2,7 @@
  * The container files cannot be run here, so they are checked against the code instead: every
  * variable the Dockerfile and compose.yaml set is one the configuration reads, with a value it
  * accepts; ports agree across the Dockerfile, compose, nginx and the health check; the command is
- * the package's serve command with the same node flags as `npm start`; and the README's plain-process
+ * the package's serve command with the same node flags as `npm start`; and docs/scale-out.md's plain-process
  * scale-out section names the same variables as the compose file.
  */
 import assert from 'node:assert/strict';
@@ -19,7 +19,6 @@ const compose = parse(read('compose.yaml')) as {
 };
 const nginx = read('deploy/nginx.conf');
 const packageJson = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
-const readme = read('README.md');
 
 /** Variables the configuration module reads. */
 const CONFIG_VARIABLES = new Set(VARIABLE_NAMES);
@@ -77,7 +76,14 @@ test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstrea
 
 test("the container runs the serve command as npm start does, with the Node.js flags of the command's first line", () => {
   const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
-  const start = packageJson.scripts.start!.split('&&').at(-1)!.trim().split(/\s+/);
+  // npm passes a SIGTERM on to the shell that runs the script; `exec` makes that shell the server.
+  assert.match(packageJson.scripts.start!, /&& exec \.\/dist\/cli\/main\.js serve$/, 'npm start execs the server (docs/cli.md)');
+  const start = packageJson.scripts
+    .start!.split('&&')
+    .at(-1)!
+    .trim()
+    .replace(/^exec\s+/, '')
+    .split(/\s+/);
   assert.deepEqual(cmd, start);
   assert.deepEqual(cmd, ['./dist/cli/main.js', 'serve'], 'the built command itself, so its first line sets the flags');
   assert.match(read('src/cli/main.ts').split('\n')[0]!, /^#!\/usr\/bin\/env -S node --max-semi-space-size=4 --experimental-sqlite$/);
@@ -94,11 +100,11 @@ test('the runtime stage installs production dependencies without scripts and cop
   assert.equal(image, read('.nvmrc').trim(), 'the image runs the Node.js line the project is developed on');
 });
 
-test('the README shows the same deployment with plain processes, with the same variables', () => {
-  const section = readme.slice(readme.indexOf('## Scale-out'), readme.indexOf('\n## ', readme.indexOf('## Scale-out') + 5));
+test('docs/scale-out.md shows the same deployment with plain processes, with the same variables', () => {
+  const section = read('docs/scale-out.md');
   for (const variable of Object.keys(apiServices[0]![1].environment!)) {
     if (['HOST', 'PORT', 'PETSTORE_ENV', 'LOG_LEVEL', 'SHUTDOWN_DRAIN_MS'].includes(variable)) continue; // defaults or per instance
-    assert.ok(section.includes(variable), `the README's scale-out section does not mention ${variable}`);
+    assert.ok(section.includes(variable), `docs/scale-out.md does not mention ${variable}`);
   }
   assert.match(section, /compose\.yaml/);
 });

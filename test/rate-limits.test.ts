@@ -57,15 +57,16 @@ describe('windows', () => {
 
   test('the day window is enforced too, resets at midnight UTC, and shows when it is nearest exhaustion', async () => {
     const s = await server();
-    const key = await s.key('enterprise', { rpm: 100, rpd: 5 });
+    // A day's limit below a minute's is refused as nonsense; equal ones still let the day run out first.
+    const key = await s.key('enterprise', { rpm: 5, rpd: 5 });
     s.clock.ms = Date.UTC(2026, 10, 22, 23, 0, 0);
     const first = await call(s, 'GET', '/v1/pets', { key });
-    assert.equal(first.headers.get('x-ratelimit-limit'), '5'); // day has fewer left than minute
+    assert.equal(first.headers.get('x-ratelimit-limit'), '5'); // a tie goes to the longer window: the day
     assert.equal(first.headers.get('x-ratelimit-remaining'), '4');
     const midnight = Date.UTC(2026, 10, 23) / 1000;
     assert.equal(first.headers.get('x-ratelimit-reset'), String(midnight));
-    assert.equal(first.headers.get('ratelimit-policy'), '"minute";q=100;w=60, "day";q=5;w=86400');
-    assert.equal(first.headers.get('ratelimit'), '"minute";r=99;t=60, "day";r=4;t=3600');
+    assert.equal(first.headers.get('ratelimit-policy'), '"minute";q=5;w=60, "day";q=5;w=86400');
+    assert.equal(first.headers.get('ratelimit'), '"minute";r=4;t=60, "day";r=4;t=3600');
     await burst(s, 4, key);
     s.clock.advance(5 * MINUTE_MS); // a new minute does not help
     const refused = await call(s, 'GET', '/v1/pets', { key });

@@ -23,7 +23,7 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
   const expired = await keysCreateJson(env, '--plan', 'pro');
   const rotated = await keysCreateJson(env, '--plan', 'pro');
   assert.equal((await runCli(['keys', 'revoke', revoked.id], env)).code, 0);
-  assert.equal((await runCli(['keys', 'expire', expired.id, '--at', '2020-01-01T00:00:00Z'], env)).code, 0);
+  assert.equal((await runCli(['keys', 'expire', expired.id, '--at', '2020-01-01T00:00:00Z', '--force'], env)).code, 0);
   const rotation = await runCli(['keys', 'rotate', rotated.id, '--json'], env);
   const replacement = JSON.parse(lastLine(rotation.stdout)).key as string;
   const keys = [good.key, revoked.key, expired.key, rotated.key, replacement];

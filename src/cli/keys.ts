@@ -3,8 +3,9 @@ import { issueKey, type ApiKey, type Environment } from '../domain/api-key.ts';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
 import type { Store } from '../storage/store.ts';
+import { StateError, UsageError } from './errors.ts';
 
-export class UsageError extends Error {}
+export { StateError, UsageError } from './errors.ts';
 
 export interface CreateKeyOptions {
   plan?: string | undefined;
@@ -20,7 +21,8 @@ function positiveInt(name: string, raw: string): number {
   return Number(raw);
 }
 
-function limitsFor(options: CreateKeyOptions): PlanLimits {
+/** The limits a plan and its flags give; a UsageError when they are missing, misplaced or senseless. */
+export function limitsFor(options: CreateKeyOptions): PlanLimits {
   const plan = options.plan;
   if (plan === undefined) throw new UsageError('--plan is required: free, pro, business or enterprise');
   if (!isPlan(plan)) throw new UsageError(`--plan must be free, pro, business or enterprise, got "${plan}"`);
@@ -34,6 +36,10 @@ function limitsFor(options: CreateKeyOptions): PlanLimits {
     throw new UsageError('--plan enterprise needs --rpm N and --rpd N');
   }
   const limits = { perMinute: positiveInt('--rpm', options.rpm), perDay: positiveInt('--rpd', options.rpd) };
+  // A day holds every minute: below the per-minute limit, a daily one would leave that one meaningless.
+  if (limits.perDay < limits.perMinute) {
+    throw new UsageError(`--rpd (${limits.perDay}) must be at least --rpm (${limits.perMinute}): a day's requests include every minute's`);
+  }
   return limits;
 }
 
@@ -60,19 +66,19 @@ export async function createKey(
 
 const DURATION_UNITS_MS: Record<string, number> = { s: SECOND_MS, m: MINUTE_MS, h: HOUR_MS, d: DAY_MS };
 
-/** `90s`, `30m`, `24h`, `7d`: a grace period, from 1 second to 365 days. */
+/** `90s`, `30m`, `24h`, `7d`: a grace period, from 1 second to 365 days; zero and negative ones are refused. */
 export function parseDuration(name: string, raw: string): number {
   const match = /^([1-9][0-9]{0,5})([smhd])$/.exec(raw);
   const ms = match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : NaN;
   if (!(ms >= SECOND_MS && ms <= 365 * DAY_MS))
-    throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d (at most 365d), got "${raw}"`);
+    throw new UsageError(`${name} must be a duration like 90s, 30m, 24h or 7d, from 1s to 365d, got "${raw}"`);
   return ms;
 }
 
 async function existingKey(store: Store, id: string): Promise<ApiKey> {
   const key = (await store.listKeys()).find((k) => k.id === id);
-  if (!key) throw new UsageError(`no key with ID ${id}`);
-  if (key.revokedAt) throw new UsageError(`key ${id} is revoked`);
+  if (!key) throw new StateError(`no key with ID ${id} (petstore keys list shows them)`);
+  if (key.revokedAt) throw new StateError(`key ${id} was revoked at ${key.revokedAt.toISOString()}`);
   return key;
 }
 
@@ -81,12 +87,12 @@ async function existingKey(store: Store, id: string): Promise<ApiKey> {
  * grace period (default 24 hours) so clients can switch without an outage, then expires.
  */
 export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
+  const graceMs = parseDuration('--grace', graceRaw ?? '24h');
   const old = await existingKey(store, id);
   // Rotating an expired key would hand out a fresh key that never expires for one the operator retired.
   if (old.expiresAt && old.expiresAt.getTime() <= nowMs) {
-    throw new UsageError(`key ${id} expired at ${old.expiresAt.toISOString()}; create a new key instead (petstore keys create)`);
+    throw new StateError(`key ${id} expired at ${old.expiresAt.toISOString()}; create a new key instead (petstore keys create)`);
   }
-  const graceMs = parseDuration('--grace', graceRaw ?? '24h');
   const issued = issueKey(old.environment);
   const record = await store.createKey({
     id: issued.id,
@@ -106,18 +112,27 @@ export async function rotateKey(store: Store, id: string, graceRaw: string | und
 }
 
 export async function changePlan(store: Store, id: string, options: CreateKeyOptions): Promise<ApiKey> {
-  await existingKey(store, id);
   const limits = limitsFor(options);
+  await existingKey(store, id);
   return (await store.updateKey(id, { plan: options.plan as ApiKey['plan'], perMinute: limits.perMinute, perDay: limits.perDay }))!;
 }
 
-export async function setExpiry(store: Store, id: string, at: string | undefined, never: boolean): Promise<ApiKey> {
+/** When given, an expiry before `nowMs` is refused unless `force`: it would cut the key off at once. */
+export interface ExpiryCheck {
+  nowMs: number;
+  force: boolean;
+}
+
+export async function setExpiry(store: Store, id: string, at: string | undefined, never: boolean, check?: ExpiryCheck): Promise<ApiKey> {
   if ((at === undefined) === !never) throw new UsageError('keys expire needs exactly one of --at TIMESTAMP and --never');
   let expiresAtMs: number | null = null;
   if (at !== undefined) {
     expiresAtMs = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(at) ? Date.parse(at) : NaN;
     if (Number.isNaN(expiresAtMs))
       throw new UsageError(`--at must be an ISO 8601 timestamp with a time zone, like 2027-01-31T00:00:00Z, got "${at}"`);
+    if (check && !check.force && expiresAtMs <= check.nowMs) {
+      throw new UsageError(`--at ${at} is in the past: the key would stop working at once; add --force to mean that, or keys revoke`);
+    }
   }
   await existingKey(store, id);
   return (await store.updateKey(id, { expiresAtMs }))!;
@@ -139,27 +154,37 @@ export function describeKey(key: ApiKey, banEndMs: number | undefined) {
   };
 }
 
-export function formatKeyTable(rows: ReturnType<typeof describeKey>[], nowMs: number): string {
-  if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';
-  const header = ['ID', 'PREFIX', 'ENV', 'PLAN', 'RPM', 'RPD', 'STATE', 'CREATED', 'EXPIRES', 'LABEL'];
-  const lines = rows.map((r) => [
-    r.id,
-    r.prefix + '…',
-    r.environment,
-    r.plan,
-    String(r.rpm),
-    String(r.rpd),
-    r.revokedAt
-      ? `revoked ${r.revokedAt}`
-      : r.expiresAt && Date.parse(r.expiresAt) <= nowMs
-        ? `expired ${r.expiresAt}`
-        : r.bannedUntil
-          ? `banned until ${r.bannedUntil}`
-          : 'active',
-    r.createdAt,
-    r.expiresAt ?? 'never',
-    r.label ?? '',
-  ]);
+/** The widest `keys list` prints by default, so that it fits a terminal of 100 columns; `--wide` has no bound. */
+export const TABLE_WIDTH = 100;
+
+type ListedKey = ReturnType<typeof describeKey>;
+
+/** The full state, with its timestamps: what `--wide` shows. */
+function stateOf(r: ListedKey, nowMs: number): string {
+  if (r.revokedAt) return `revoked ${r.revokedAt}`;
+  if (r.expiresAt && Date.parse(r.expiresAt) <= nowMs) return `expired ${r.expiresAt}`;
+  if (r.bannedUntil) return `banned until ${r.bannedUntil}`;
+  return 'active';
+}
+
+/** The state in a word or two; a key that is still active but dated (a rotated one) shows the day it ends. */
+function shortStateOf(r: ListedKey, nowMs: number): string {
+  if (r.revokedAt) return 'revoked';
+  if (r.expiresAt && Date.parse(r.expiresAt) <= nowMs) return 'expired';
+  if (r.bannedUntil) return 'banned';
+  return r.expiresAt ? `until ${r.expiresAt.slice(0, 10)}` : 'active';
+}
+
+/** 300, 10k, 2M; a long number that is not round is shown rounded and marked ≈ (`--wide` shows it exactly). */
+function count(n: number): string {
+  if (n >= 1_000_000 && n % 1_000_000 === 0) return `${n / 1_000_000}M`;
+  if (n >= 10_000 && n % 1000 === 0) return `${n / 1000}k`;
+  if (n >= 1_000_000) return `≈${Math.round(n / 1_000_000)}M`;
+  if (n >= 100_000) return `≈${Math.round(n / 1000)}k`;
+  return String(n);
+}
+
+function layout(header: string[], lines: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   return [header, ...lines]
     .map((l) =>
@@ -169,4 +194,39 @@ export function formatKeyTable(rows: ReturnType<typeof describeKey>[], nowMs: nu
         .trimEnd(),
     )
     .join('\n');
+}
+
+/**
+ * `keys list` as a table. By default it fits TABLE_WIDTH columns: the ID, the key's prefix (which
+ * names its environment: pet_live_ production, pet_test_ staging), plan, limits, state and as much of
+ * the label as fits. `wide` shows every column in full, timestamps included.
+ */
+export function formatKeyTable(rows: ListedKey[], nowMs: number, options: { wide?: boolean } = {}): string {
+  if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';
+  if (options.wide) {
+    const header = ['ID', 'PREFIX', 'ENV', 'PLAN', 'RPM', 'RPD', 'STATE', 'CREATED', 'EXPIRES', 'LABEL'];
+    const lines = rows.map((r) => [
+      r.id,
+      r.prefix + '…',
+      r.environment,
+      r.plan,
+      String(r.rpm),
+      String(r.rpd),
+      stateOf(r, nowMs),
+      r.createdAt,
+      r.expiresAt ?? 'never',
+      r.label ?? '',
+    ]);
+    return layout(header, lines);
+  }
+  const header = ['ID', 'PREFIX', 'PLAN', 'LIMITS', 'STATE', 'LABEL'];
+  const lines = rows.map((r) => [r.id, r.prefix + '…', r.plan, `${count(r.rpm)}/min ${count(r.rpd)}/day`, shortStateOf(r, nowMs)]);
+  // The label takes what the other columns leave; a longer one is cut, and line breaks become spaces.
+  const used = header.slice(0, -1).reduce((sum, h, i) => sum + Math.max(h.length, ...lines.map((l) => l[i]!.length)) + 2, 0);
+  const room = Math.max(TABLE_WIDTH - used, 'LABEL'.length);
+  const labelled = rows.map((r, i) => {
+    const label = [...(r.label ?? '').replace(/\s+/g, ' ')];
+    return [...lines[i]!, label.length > room ? label.slice(0, room - 1).join('') + '…' : label.join('')];
+  });
+  return layout(header, labelled);
 }

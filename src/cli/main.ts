@@ -3,27 +3,144 @@
  * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
  * itself when the database is new.
+ *
+ * A key is created in well under a second because each command loads only what it uses: this file
+ * imports nothing heavier than the command table; the configuration, the storage engine that
+ * DATABASE_URL names and, for `serve` only, the server (Fastify and everything under it) are loaded
+ * when a command needs them. `--help` and `--version` read neither configuration nor storage.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { openStore } from '../storage/open.ts';
+import type * as ConfigModule from '../config.ts';
+import type { Config, ConfigError } from '../config.ts';
 import type { Store } from '../storage/store.ts';
-import { startServer } from '../server.ts';
-import { changePlan, createKey, describeKey, formatKeyTable, rotateKey, setExpiry, UsageError } from './keys.ts';
+import { packageVersion } from '../version.ts';
+import { COMMANDS, commandHelp, GROUPS, groupHelp, mainHelp, type CommandSpec } from './commands.ts';
+import { StateError, UsageError } from './errors.ts';
 
-const USAGE = `Usage:
-  petstore serve
-  petstore keys create --plan free|pro|business|enterprise [--rpm N --rpd N] [--label TEXT] [--json]
-  petstore keys list [--json]
-  petstore keys rotate ID [--grace 24h] [--json]
-  petstore keys plan ID --plan free|pro|business|enterprise [--rpm N --rpd N] [--json]
-  petstore keys expire ID --at 2027-01-31T00:00:00Z | --never [--json]
-  petstore keys revoke ID
-  petstore keys unban ID
+type Values = Readonly<Record<string, string | boolean | undefined>>;
 
-Configuration comes from environment variables (see README): PORT, HOST, DATABASE_URL, PETSTORE_ENV, ...`;
+/** Set once the configuration module is loaded: before that, no error can be one of its. */
+let configErrorClass: typeof ConfigError | undefined;
+
+const seeHelp = (spec: CommandSpec | string) => `see petstore ${typeof spec === 'string' ? spec : spec.name} --help`;
+
+interface Parsed {
+  help: boolean;
+  values: Values;
+  args: string[];
+}
+
+/**
+ * The command's flags and arguments, against what its table entry lists: anything else (a flag of
+ * another command, a flag without its value, an argument too many) is a UsageError naming it.
+ * `--help` anywhere wins, so that it always works, whatever else was typed.
+ */
+function parseCommandLine(spec: CommandSpec, argv: string[]): Parsed {
+  const options = Object.fromEntries(Object.entries(spec.options).map(([name, o]) => [name, { type: o.type }]));
+  const { tokens } = parseArgs({
+    args: argv,
+    options: { ...options, help: { type: 'boolean', short: 'h' } },
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { help: true, values: {}, args: [] };
+  const values: Record<string, string | boolean> = {};
+  const args: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') args.push(token.value);
+    if (token.kind !== 'option') continue;
+    const option = spec.options[token.name];
+    // Short forms exist for -h only; `-p` is not `--p`.
+    if (option === undefined || !token.rawName.startsWith('--'))
+      throw new UsageError(`${spec.name} does not take ${token.rawName}; ${seeHelp(spec)}`);
+    if (option.type === 'string' && token.value === undefined) throw new UsageError(`${token.rawName} needs a value; ${seeHelp(spec)}`);
+    if (option.type === 'boolean' && token.inlineValue) throw new UsageError(`${token.rawName} takes no value; ${seeHelp(spec)}`);
+    values[token.name] = token.value ?? true;
+  }
+  if (args.length < spec.args.length) {
+    const missing = spec.args[args.length]!;
+    const hint = missing === 'ID' ? ' (petstore keys list shows them)' : '';
+    throw new UsageError(`${spec.name} needs a key ${missing}${hint}; ${seeHelp(spec)}`);
+  }
+  if (args.length > spec.args.length)
+    throw new UsageError(`${spec.name}: unexpected argument "${args[spec.args.length]}"; ${seeHelp(spec)}`);
+  return { help: false, values, args };
+}
+
+/** The command named at the start of argv, and what follows it; or the help to print instead. */
+function findCommand(argv: string[]): { spec: CommandSpec; rest: string[] } | { help: string } {
+  const [first, second] = argv;
+  if (first === undefined || first === '--help' || first === '-h') return { help: mainHelp() };
+  if (first === 'help') return findHelp(argv.slice(1));
+  if (Object.hasOwn(GROUPS, first)) {
+    if (second === undefined || second === '--help' || second === '-h') return { help: groupHelp(first) };
+    const spec = COMMANDS.find((c) => c.name === `${first} ${second}`);
+    if (spec) return { spec, rest: argv.slice(2) };
+    if (second.startsWith('-')) throw new UsageError(`${first} needs a command before ${second}; ${seeHelp(first)}`);
+    throw new UsageError(`unknown ${first} command "${second}"; ${seeHelp(first)}`);
+  }
+  const spec = COMMANDS.find((c) => c.name === first);
+  if (spec) return { spec, rest: argv.slice(1) };
+  if (first.startsWith('-')) throw new UsageError(`unknown option ${first}; see petstore --help`);
+  throw new UsageError(`unknown command "${first}"; see petstore --help`);
+}
+
+/** `petstore help keys create`: the help `petstore keys create --help` prints. */
+function findHelp(words: string[]): { help: string } {
+  const name = words.join(' ');
+  if (name === '') return { help: mainHelp() };
+  if (Object.hasOwn(GROUPS, name)) return { help: groupHelp(name) };
+  const spec = COMMANDS.find((c) => c.name === name);
+  if (!spec) throw new UsageError(`no command "${name}"; see petstore --help`);
+  return { help: commandHelp(spec) };
+}
+
+/**
+ * An optional `.env` file in the working directory supplies settings the environment leaves unset;
+ * a variable that is set wins over the file. Node parses it (process.loadEnvFile).
+ */
+async function loadDotEnv(): Promise<void> {
+  try {
+    process.loadEnvFile('.env');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    const { ConfigError } = await loadConfigModule();
+    throw new ConfigError(`.env could not be read: ${(err as Error).message}`);
+  }
+}
+
+async function loadConfigModule(): Promise<typeof ConfigModule> {
+  const module = await import('../config.ts');
+  configErrorClass = module.ConfigError;
+  return module;
+}
+
+/**
+ * The configuration from the environment (and .env), with the flags that override a variable
+ * (`serve --port` for PORT): a bad flag value is refused in the flag's name, as a usage error.
+ */
+async function readConfig(
+  flags: Readonly<Record<string, { variable: string; value: string | undefined }>> = {},
+): Promise<Readonly<Config>> {
+  await loadDotEnv();
+  const { loadConfig, ConfigError } = await loadConfigModule();
+  const env = { ...process.env };
+  for (const { variable, value } of Object.values(flags)) if (value !== undefined) env[variable] = value;
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    for (const [flag, { variable, value }] of Object.entries(flags)) {
+      if (value !== undefined && err instanceof ConfigError && err.message.startsWith(`${variable} `)) {
+        throw new UsageError(`${flag}${err.message.slice(variable.length)}`);
+      }
+    }
+    throw err;
+  }
+}
 
 async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
+  const { openStore } = await import('../storage/open.ts');
   const store = await openStore(config);
   try {
     return await work(store);
@@ -32,28 +149,33 @@ async function withStore<T>(config: Config, work: (store: Store) => Promise<T>):
   }
 }
 
-async function keys(config: Config, args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      plan: { type: 'string' },
-      rpm: { type: 'string' },
-      rpd: { type: 'string' },
-      label: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      grace: { type: 'string' },
-      at: { type: 'string' },
-      never: { type: 'boolean', default: false },
-    },
+const text = (value: string | boolean | undefined) => (typeof value === 'string' ? value : undefined);
+
+async function serve({ values }: Parsed): Promise<void> {
+  const config = await readConfig({
+    '--port': { variable: 'PORT', value: text(values.port) },
+    '--host': { variable: 'HOST', value: text(values.host) },
   });
-  const [action, id, ...extra] = positionals;
-  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  const { startServer } = await import('../server.ts');
+  await startServer(config);
+}
+
+async function keys(action: string, { values, args }: Parsed): Promise<void> {
+  const k = await import('./keys.ts');
+  const id = args[0]!;
+  const json = values.json === true;
+  const options = { plan: text(values.plan), rpm: text(values.rpm), rpd: text(values.rpd), label: text(values.label) };
+  // What the command line alone can tell is refused before the configuration or storage is read.
+  if (action === 'list' && json && values.wide)
+    throw new UsageError('keys list takes --wide or --json, not both; see petstore keys list --help');
+  if (action === 'create' || action === 'plan') k.limitsFor(options);
+  if (action === 'rotate' && values.grace !== undefined) k.parseDuration('--grace', text(values.grace) ?? '');
+  const config = await readConfig();
   switch (action) {
     case 'create': {
-      const { key, record } = await withStore(config, (store) => createKey(store, config.environment, values));
-      const out = describeKey(record, undefined);
-      if (values.json) {
+      const { key, record } = await withStore(config, (store) => k.createKey(store, config.environment, options));
+      const out = k.describeKey(record, undefined);
+      if (json) {
         console.log(JSON.stringify({ ...out, key }));
       } else {
         console.log(`Created ${out.id}: plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day), ${out.environment} environment.`);
@@ -63,10 +185,9 @@ async function keys(config: Config, args: string[]): Promise<void> {
       return;
     }
     case 'rotate': {
-      if (!id) throw new UsageError('keys rotate needs a key ID (see petstore keys list)');
-      const { key, record, retired } = await withStore(config, (store) => rotateKey(store, id, values.grace, Date.now()));
-      const out = describeKey(record, undefined);
-      if (values.json) {
+      const { key, record, retired } = await withStore(config, (store) => k.rotateKey(store, id, text(values.grace), Date.now()));
+      const out = k.describeKey(record, undefined);
+      if (json) {
         console.log(JSON.stringify({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
       } else {
         console.log(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
@@ -77,12 +198,13 @@ async function keys(config: Config, args: string[]): Promise<void> {
     }
     case 'plan':
     case 'expire': {
-      if (!id) throw new UsageError(`keys ${action} needs a key ID (see petstore keys list)`);
       const record = await withStore(config, (store) =>
-        action === 'plan' ? changePlan(store, id, values) : setExpiry(store, id, values.at, values.never),
+        action === 'plan'
+          ? k.changePlan(store, id, options)
+          : k.setExpiry(store, id, text(values.at), values.never === true, { nowMs: Date.now(), force: values.force === true }),
       );
-      const out = describeKey(record, undefined);
-      if (values.json) console.log(JSON.stringify(out));
+      const out = k.describeKey(record, undefined);
+      if (json) console.log(JSON.stringify(out));
       else if (action === 'plan')
         console.log(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
       else console.log(out.expiresAt ? `${id} expires at ${out.expiresAt}.` : `${id} no longer expires.`);
@@ -92,62 +214,51 @@ async function keys(config: Config, args: string[]): Promise<void> {
       const rows = await withStore(config, async (store) => {
         const now = Date.now();
         const bans = new Map((await store.listBans(now)).map((b) => [b.keyId, b.bannedUntil.getTime()]));
-        return (await store.listKeys()).map((k) => describeKey(k, bans.get(k.id)));
+        return (await store.listKeys()).map((key) => k.describeKey(key, bans.get(key.id)));
       });
-      console.log(values.json ? JSON.stringify(rows) : formatKeyTable(rows, Date.now()));
+      console.log(json ? JSON.stringify(rows) : k.formatKeyTable(rows, Date.now(), { wide: values.wide === true }));
       return;
     }
     case 'revoke':
     case 'unban': {
-      if (!id) throw new UsageError(`keys ${action} needs a key ID (see petstore keys list)`);
       const changed = await withStore(config, (store) => (action === 'revoke' ? store.revokeKey(id) : store.liftBan(id, Date.now())));
-      if (!changed) {
-        throw new UsageError(action === 'revoke' ? `no active key with ID ${id}` : `key ${id} is not banned`);
-      }
+      if (!changed) throw new StateError(action === 'revoke' ? `no active key with ID ${id}` : `key ${id} is not banned`);
       const done = action === 'revoke' ? 'Revoked' : 'Lifted the ban on';
-      console.log(values.json ? JSON.stringify({ id, action }) : `${done} ${id}; running servers see it within 5 seconds.`);
+      console.log(json ? JSON.stringify({ id, action }) : `${done} ${id}; running servers see it within 5 seconds.`);
       return;
     }
-    default:
-      throw new UsageError(action ? `unknown keys command "${action}"` : 'keys needs a command');
-  }
-}
-
-/**
- * An optional `.env` file in the working directory supplies settings the environment leaves unset;
- * a variable that is set wins over the file. Node parses it (process.loadEnvFile).
- */
-function loadDotEnv(): void {
-  try {
-    process.loadEnvFile('.env');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`.env could not be read: ${(err as Error).message}`);
   }
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    console.log(USAGE);
+  if (argv[0] === '--version' || argv[0] === '-v') {
+    if (argv.length > 1) throw new UsageError(`${argv[0]} takes nothing after it; see petstore --help`);
+    console.log(`petstore ${packageVersion()}`);
     return;
   }
-  loadDotEnv();
-  const config = loadConfig(process.env);
-  if (command === 'serve') {
-    await startServer(config);
+  const found = findCommand(argv);
+  if ('help' in found) {
+    console.log(found.help);
     return;
   }
-  if (command === 'keys') return keys(config, rest);
-  throw new UsageError(`unknown command "${command}"`);
+  const parsed = parseCommandLine(found.spec, found.rest);
+  if (parsed.help) {
+    console.log(commandHelp(found.spec));
+    return;
+  }
+  const [group, action] = found.spec.name.split(' ');
+  if (group === 'serve') return serve(parsed);
+  return keys(action!, parsed);
 }
 
+/** 0 done, 1 refused or failed at run time (configuration, storage, state), 2 a wrong command line. */
 main(process.argv.slice(2)).catch((err: unknown) => {
-  if (err instanceof ConfigError) {
-    console.error(`petstore: configuration error: ${err.message}`);
-  } else if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-    console.error(`petstore: ${(err as Error).message}\n\n${USAGE}`);
-  } else {
-    console.error(`petstore: ${(err as Error).message}`);
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof UsageError) {
+    console.error(`petstore: ${message}`);
+    process.exit(2);
   }
+  if (configErrorClass && err instanceof configErrorClass) console.error(`petstore: configuration error: ${message}`);
+  else console.error(`petstore: ${message}`);
   process.exit(1);
 });

@@ -61,6 +61,8 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
   #degraded = false;
+  /** The last connection error ioredis reported, for the start-up check's message. */
+  #lastError: Error | undefined;
   /** After a failure Redis is left alone briefly, so a hung Redis costs one timeout per second, not per request. */
   #retryAtMs = 0;
 
@@ -81,7 +83,8 @@ export class RedisRateLimiter implements RateLimiter {
     }) as Redis & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
     this.#redis.defineCommand('petstoreMark', { lua: MARK_SCRIPT });
-    this.#redis.on('error', () => undefined); // reported through #degrade on the request path
+    // Reported through #degrade on the request path, and by reachableWithin at start.
+    this.#redis.on('error', (err: Error) => (this.#lastError = err));
     this.#redis.on('ready', () => this.#recover());
   }
 
@@ -92,6 +95,32 @@ export class RedisRateLimiter implements RateLimiter {
       this.#redis.once('ready', resolve);
       this.#redis.once('end', () => reject(new Error('Redis connection ended')));
     });
+  }
+
+  /**
+   * For the start-up check: undefined once connected within withinMs, else why not (the first
+   * connection error, or the wait running out). Requests never wait for this; ioredis keeps
+   * reconnecting whatever it answers.
+   */
+  async reachableWithin(withinMs: number): Promise<string | undefined> {
+    if (this.#redis.status === 'ready') return undefined;
+    if (this.#lastError) return this.#lastError.message;
+    let timer: NodeJS.Timeout | undefined;
+    let onReady: (() => void) | undefined;
+    let onError: ((err: Error) => void) | undefined;
+    try {
+      return await new Promise<string | undefined>((resolve) => {
+        onReady = () => resolve(undefined);
+        onError = (err) => resolve(err.message || (err as NodeJS.ErrnoException).code || 'connection failed');
+        this.#redis.once('ready', onReady);
+        this.#redis.once('error', onError);
+        timer = setTimeout(() => resolve(this.#lastError?.message ?? `no answer within ${withinMs} ms`), withinMs);
+      });
+    } finally {
+      clearTimeout(timer);
+      if (onReady) this.#redis.off('ready', onReady);
+      if (onError) this.#redis.off('error', onError);
+    }
   }
 
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {

@@ -13,7 +13,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
 
-const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+/** The command's source file, which node runs directly (its types stripped). */
+export const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 /** A port nothing listens on right now, for a process that must be told its port before it starts. */
 export async function freePort(): Promise<number> {
@@ -141,15 +142,32 @@ export interface StartOptions {
   scheme?: 'http' | 'https';
   /** Whether the server answers yet; by default a plain fetch of /healthz. */
   isReady?: (url: string) => Promise<boolean>;
+  /** Where the server runs (and finds a relative DATABASE_URL); the temporary directory by default. */
+  cwd?: string;
 }
 
 /** `petstore serve` on a free port of 127.0.0.1, once it answers. */
 export async function startServerProcess(env: EnvOverrides, options: StartOptions = {}): Promise<ServerProcess> {
   const port = await freePort();
   // The port is the one the returned url names, so the caller's environment cannot move it.
-  const child = spawn(process.execPath, [CLI, 'serve'], {
-    cwd: tmpdir(),
-    env: cliEnv({ ...env, HOST: '127.0.0.1', PORT: String(port) }),
+  const url = `${options.scheme ?? 'http'}://127.0.0.1:${port}`;
+  return startServerCommand(process.execPath, [CLI, 'serve'], { ...env, HOST: '127.0.0.1', PORT: String(port) }, url, options);
+}
+
+/**
+ * A server started by any command line (a shell wrapper, `serve` with its own flags), in the
+ * temporary directory with cliEnv's environment, once it answers at url.
+ */
+export async function startServerCommand(
+  file: string,
+  args: string[],
+  env: EnvOverrides,
+  url: string,
+  options: StartOptions = {},
+): Promise<ServerProcess> {
+  const child = spawn(file, args, {
+    cwd: options.cwd ?? tmpdir(),
+    env: cliEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -164,7 +182,6 @@ export async function startServerProcess(env: EnvOverrides, options: StartOption
     stderr += c;
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const url = `${options.scheme ?? 'http'}://127.0.0.1:${port}`;
   const isReady = options.isReady ?? (async (u: string) => (await fetch(`${u}/healthz`)).ok);
   const deadline = Date.now() + 15_000;
   for (;;) {

@@ -39,7 +39,14 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
-  await migrate(pool);
+  try {
+    await migrate(pool);
+  } catch (err) {
+    // The first statement is where an unreachable server or a refused login shows: the pool is
+    // closed so that nothing keeps retrying behind the caller's error.
+    await pool.end().catch(() => undefined);
+    throw err;
+  }
 
   const query = queryOn(pool);
   const unacknowledged = new UnacknowledgedCreates(pool);

@@ -1,0 +1,187 @@
+/**
+ * What the `petstore` command understands: each command's flags, arguments and help, as data. The
+ * parser (main.ts) refuses any flag a command does not list here, and `--help` prints this text, so
+ * what is accepted and what is documented cannot drift apart. Nothing here touches configuration or
+ * storage: help is printed without reading either.
+ */
+import { STANDARD_PLAN_LIMITS } from '../domain/plans.ts';
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  /** How help names the value: N, TEXT, DURATION. */
+  value?: string;
+  help: string;
+}
+
+export interface CommandSpec {
+  /** As typed after `petstore`: `serve`, `keys create`. */
+  name: string;
+  /** The arguments it takes, in order, as help names them. */
+  args: readonly string[];
+  /** What follows the name and arguments in the usage line. */
+  synopsis: string;
+  summary: string;
+  options: Readonly<Record<string, OptionSpec>>;
+  /** Paragraphs after the options. */
+  notes?: string;
+}
+
+const PLAN_VALUES = 'free|pro|business|enterprise';
+
+const limits = (plan: keyof typeof STANDARD_PLAN_LIMITS) =>
+  `${plan} (${STANDARD_PLAN_LIMITS[plan].perMinute}/min, ${STANDARD_PLAN_LIMITS[plan].perDay}/day)`;
+
+const PLAN_HELP = `${limits('free')}, ${limits('pro')},\n${limits('business')} or enterprise (with --rpm and --rpd)`;
+
+const JSON_KEY = { type: 'boolean', help: 'Print one JSON object, key included, instead of prose' } as const;
+const JSON_RECORD = { type: 'boolean', help: "Print the key's record as one JSON object instead of prose" } as const;
+const RPM = { type: 'string', value: 'N', help: 'Requests per minute (enterprise only, with --rpd)' } as const;
+const RPD = { type: 'string', value: 'N', help: 'Requests per day, at least --rpm (enterprise only)' } as const;
+
+const CONFIGURATION =
+  'Reads DATABASE_URL, PETSTORE_ENV and the rest of the configuration from the environment and from\n' +
+  'a .env file in the working directory (see README), and migrates a new database.';
+
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'serve',
+    args: [],
+    synopsis: '[--port N] [--host ADDRESS]',
+    summary: 'Run the HTTP service until SIGTERM or SIGINT, then shut down gracefully.',
+    options: {
+      port: { type: 'string', value: 'N', help: 'TCP port to listen on (0 to 65535); overrides PORT (default 8080)' },
+      host: { type: 'string', value: 'ADDRESS', help: 'Address to listen on; overrides HOST (default 127.0.0.1; 0.0.0.0: all)' },
+    },
+    notes:
+      'Configuration comes from environment variables and a .env file in the working directory:\n' +
+      'DATABASE_URL, REDIS_URL, PETSTORE_ENV, LOG_LEVEL, ... (the README lists them all). A configured\n' +
+      'PostgreSQL that cannot be reached stops the start (exit 1); an unreachable Redis is reported and\n' +
+      'rate limits are counted in memory until it answers. The log is JSON lines on standard output;\n' +
+      'the first after listening names the environment, storage, limiter, address and docs page.\n\n' +
+      'Under a supervisor, run this command itself (not through npx or a shell that stays in\n' +
+      'between), so that its SIGTERM reaches the server: see docs/cli.md.',
+  },
+  {
+    name: 'keys create',
+    args: [],
+    synopsis: `--plan ${PLAN_VALUES} [--rpm N --rpd N] [--label TEXT] [--json]`,
+    summary: 'Issue an API key, printed once alone on the last line; only its hash is stored.',
+    options: {
+      plan: { type: 'string', value: 'PLAN', help: PLAN_HELP },
+      rpm: RPM,
+      rpd: RPD,
+      label: { type: 'string', value: 'TEXT', help: 'A note for operators (who the key is for), up to 200 characters' },
+      json: JSON_KEY,
+    },
+    notes: CONFIGURATION + ' The key belongs to the environment PETSTORE_ENV names.',
+  },
+  {
+    name: 'keys list',
+    args: [],
+    synopsis: '[--wide | --json]',
+    summary: 'List the keys: ID, prefix, plan, limits, state, label. Never a key itself.',
+    options: {
+      wide: { type: 'boolean', help: 'Every column in full (environment, timestamps), however wide' },
+      json: { type: 'boolean', help: 'One JSON array of every field, for scripts' },
+    },
+    notes:
+      'The table fits 100 columns; a long label is cut (--wide shows it whole). The prefix names the\n' +
+      'environment: pet_live_ production, pet_test_ staging.',
+  },
+  {
+    name: 'keys rotate',
+    args: ['ID'],
+    synopsis: '[--grace DURATION] [--json]',
+    summary: 'Issue a replacement (same plan, limits, label); the old key expires after --grace.',
+    options: {
+      grace: { type: 'string', value: 'DURATION', help: 'How long the old key keeps working: 90s, 30m, 24h, 7d (1s to 365d; default 24h)' },
+      json: JSON_KEY,
+    },
+  },
+  {
+    name: 'keys plan',
+    args: ['ID'],
+    synopsis: `--plan ${PLAN_VALUES} [--rpm N --rpd N] [--json]`,
+    summary: "Change a key's plan and limits; servers apply it within KEY_CACHE_TTL_MS.",
+    options: { plan: { type: 'string', value: 'PLAN', help: PLAN_HELP }, rpm: RPM, rpd: RPD, json: JSON_RECORD },
+  },
+  {
+    name: 'keys expire',
+    args: ['ID'],
+    synopsis: '--at TIMESTAMP [--force] | --never [--json]',
+    summary: 'Set or clear the moment a key stops working.',
+    options: {
+      at: { type: 'string', value: 'TIMESTAMP', help: 'ISO 8601 with a time zone, like 2027-01-31T00:00:00Z' },
+      force: { type: 'boolean', help: 'Accept a moment in the past (the key stops working at once)' },
+      never: { type: 'boolean', help: 'Clear the expiry' },
+      json: JSON_RECORD,
+    },
+  },
+  {
+    name: 'keys revoke',
+    args: ['ID'],
+    synopsis: '[--json]',
+    summary: 'Revoke a key for good; servers refuse it within KEY_CACHE_TTL_MS.',
+    options: { json: { type: 'boolean', help: 'Print {"id","action"} as JSON instead of prose' } },
+  },
+  {
+    name: 'keys unban',
+    args: ['ID'],
+    synopsis: '[--json]',
+    summary: 'Lift the temporary ban a key earned by exceeding its limits.',
+    options: { json: { type: 'boolean', help: 'Print {"id","action"} as JSON instead of prose' } },
+  },
+];
+
+/** Commands that only group others: `petstore keys` alone shows what it holds. */
+export const GROUPS: Readonly<Record<string, string>> = {
+  keys: 'Manage API keys in the database DATABASE_URL names.',
+};
+
+export const EXIT_STATUS =
+  'Exit status: 0 done; 1 refused or failed (configuration, storage, an unknown or revoked key);\n' + '2 the command line is wrong.';
+
+function usageLine(spec: CommandSpec): string {
+  return ['petstore', spec.name, ...spec.args, spec.synopsis].filter((part) => part !== '').join(' ');
+}
+
+/** Two columns: what to type, what it does (a line break in the latter continues under it). */
+function columns(rows: readonly (readonly [string, string])[]): string {
+  const width = Math.max(...rows.map(([left]) => left.length));
+  return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right.replaceAll('\n', `\n  ${' '.repeat(width)}  `)}`).join('\n');
+}
+
+export function commandHelp(spec: CommandSpec): string {
+  const options: [string, string][] = Object.entries(spec.options).map(([name, o]) => [`--${name}${o.value ? ` ${o.value}` : ''}`, o.help]);
+  options.push(['-h, --help', 'Show this help']);
+  return [
+    `Usage: ${usageLine(spec)}`,
+    spec.summary,
+    `Options:\n${columns(options)}`,
+    ...(spec.notes ? [spec.notes] : []),
+    EXIT_STATUS,
+  ].join('\n\n');
+}
+
+export function groupHelp(group: string): string {
+  const members = COMMANDS.filter((c) => c.name.startsWith(`${group} `));
+  const rows = members.map((c) => [[c.name.slice(group.length + 1), ...c.args].join(' '), c.summary] as const);
+  return [
+    `Usage: petstore ${group} COMMAND [ARGUMENTS] [OPTIONS]`,
+    GROUPS[group]!,
+    `Commands:\n${columns(rows)}`,
+    `petstore ${group} COMMAND --help shows a command's options.`,
+    EXIT_STATUS,
+  ].join('\n\n');
+}
+
+export function mainHelp(): string {
+  return [
+    'petstore: the pet adoption service and its API keys.',
+    `Usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}`).join('\n')}\n  petstore --version`,
+    'petstore COMMAND --help (or petstore help COMMAND) shows what a command does and its options.\n' +
+      'Configuration comes from environment variables and a .env file: PORT, HOST, DATABASE_URL,\n' +
+      'PETSTORE_ENV, ... (see README). More in docs/cli.md.',
+    EXIT_STATUS,
+  ].join('\n\n');
+}
