@@ -205,6 +205,19 @@ test('next links are followed whether relative or absolute, with rel quoted or n
   assert.equal(nextLink(null), undefined);
 });
 
+test('the base URL may end in /v1 or be the origin (with any path prefix); /v1 is added only when missing', async () => {
+  const { apiRoot } = await import('../client/src/index.ts');
+  assert.equal(apiRoot('https://api.example/v1'), 'https://api.example/v1');
+  assert.equal(apiRoot('https://api.example/v1/'), 'https://api.example/v1');
+  assert.equal(apiRoot('https://api.example'), 'https://api.example/v1');
+  assert.equal(apiRoot('https://api.example/'), 'https://api.example/v1');
+  assert.equal(apiRoot('https://gw.example/petstore'), 'https://gw.example/petstore/v1');
+  assert.equal(apiRoot('https://gw.example/petstore/v1?x=1#y'), 'https://gw.example/petstore/v1');
+  assert.equal(apiRoot(new URL('http://127.0.0.1:8080')), 'http://127.0.0.1:8080/v1');
+  assert.equal(apiRoot('https://api.example/v10'), 'https://api.example/v10/v1', 'only a /v1 segment counts');
+  assert.throws(() => apiRoot('/v1'), TypeError, 'relative only where there is a page to be relative to');
+});
+
 test('the client types are what the committed OpenAPI document generates', () => {
   const dir = tempDir();
   try {

@@ -12,16 +12,22 @@
  *   that time out are retried with exponential backoff and full jitter, waiting at least
  *   `Retry-After` (seconds or an HTTP date); a ban (key_banned), a wait longer than maxDelayMs and
  *   every other error are not retried.
+ *
+ * It uses only what Node.js, browsers and Deno share (fetch, Web Crypto, AbortSignal, URL), so that
+ * one build runs in all of them and in bundlers: client/tsconfig.json compiles it on its own, with the
+ * language's and the web platform's types (lib ES2022 and DOM) and no Node.js types, so that a
+ * Node-only API (Buffer, process, node:*) does not compile.
  */
-import { randomUUID } from 'node:crypto';
-import type { components } from './schema.ts';
+// Named .js, not .ts: the declaration files keep the specifier as written, and the package ships
+// schema.d.ts beside index.d.ts, which a consumer's compiler finds for ./schema.js.
+import type { components } from './schema.js';
 
 type Schemas = components['schemas'];
 export type PetStatus = Schemas['PetStatus'];
 export type Pet = Omit<Schemas['Pet'], 'id' | 'categoryId'> & { id: bigint; categoryId: bigint };
 /** status may be left out: the service defaults it to `available`. */
 export type NewPet = Omit<Schemas['NewPet'], 'categoryId'> & { categoryId: bigint | number };
-export type ErrorBody = Schemas['Error'];
+export type ErrorBody = Schemas['ErrorBody'];
 /**
  * The service's error codes, plus two of the client's own: `http_error` for an answer that is not in
  * the service's Error shape (a proxy's page, say) and `network_error` when no answer came at all.
@@ -75,7 +81,12 @@ export interface RetryOptions {
 }
 
 export interface ClientOptions extends RetryOptions {
-  baseUrl: string;
+  /**
+   * Where the API is: either the URL whose path ends in `/v1`, as the API's servers name it
+   * (`https://api.example.com/v1`), or the origin (and any path prefix) in front of it
+   * (`https://api.example.com`), to which `/v1` is added. In a browser it may be relative to the page.
+   */
+  baseUrl: string | URL;
   apiKey: string;
   /** For tests and custom transports. */
   fetch?: typeof fetch;
@@ -89,26 +100,69 @@ const INT64_FIELDS = new Set(['id', 'categoryId']);
 
 /**
  * JSON with the int64 fields as bigint, read from each number's source text (JSON.parse source text
- * access), and every other number as a plain number.
+ * access), and every other number as a plain number. A runtime without source text access has only
+ * the rounded number: it is taken while it is still exact, and refused beyond 2^53 - 1, so that an id
+ * is never silently another pet's.
  */
 function parseJson(text: string): unknown {
-  return JSON.parse(text, (key: string, value: unknown, context?: { source?: string }) =>
-    typeof value === 'number' && INT64_FIELDS.has(key) && context?.source !== undefined ? BigInt(context.source) : value,
-  );
+  return JSON.parse(text, (key: string, value: unknown, context?: { source?: string }) => {
+    if (typeof value !== 'number' || !INT64_FIELDS.has(key)) return value;
+    if (context?.source !== undefined) return BigInt(context.source);
+    if (Number.isSafeInteger(value)) return BigInt(value);
+    throw new RangeError(
+      `${key} ${value} is beyond 2^53 - 1, and this runtime's JSON.parse cannot read it exactly (no source text access)`,
+    );
+  });
 }
 
-/** JSON.rawJSON (ES2026; Node.js 21+), which TypeScript's libraries do not declare yet. */
-const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+/** JSON.rawJSON (ES2026; Node.js 21+, Deno, current browsers), which TypeScript's libraries do not declare yet. */
+const rawJSON = (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON;
 
-/** JSON with bigint values written as exact JSON numbers. */
+/**
+ * JSON with bigint values written as exact JSON numbers; without JSON.rawJSON, as plain numbers while
+ * they are exact, and refused beyond (JSON.stringify would throw on a bigint anyway).
+ */
 function stringifyJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? rawJSON(v.toString()) : v));
+  return JSON.stringify(value, (key, v: unknown) => {
+    if (typeof v !== 'bigint') return v;
+    if (rawJSON) return rawJSON(v.toString());
+    if (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER)) return Number(v);
+    throw new RangeError(`${key} ${v} is beyond 2^53 - 1, and this runtime's JSON.stringify cannot write it exactly (no JSON.rawJSON)`);
+  });
+}
+
+/**
+ * A new Idempotency-Key: a random UUID. crypto.randomUUID exists only in secure contexts (https: or
+ * localhost pages); crypto.getRandomValues everywhere, so a page served over plain http builds the
+ * same version 4 UUID from it.
+ */
+function newIdempotencyKey(): string {
+  const { crypto } = globalThis;
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40; // version 4
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80; // RFC 9562 variant
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * The URL every path is relative to: the base URL itself when its path ends in `/v1` (the form the
+ * API's servers list gives), otherwise the base URL with `/v1` added (the bare origin callers have
+ * always passed). Query and fragment are not part of a base URL and are dropped.
+ */
+export function apiRoot(baseUrl: string | URL): string {
+  // In a browser a relative base URL (`/v1`, say) is the page's own server; elsewhere it must be absolute.
+  const url = new URL(baseUrl, (globalThis as { location?: { href: string } }).location?.href);
+  const path = url.pathname.replace(/\/+$/, '');
+  return `${url.origin}${/\/v1$/.test(path) ? path : `${path}/v1`}`;
 }
 
 const RETRYABLE = new Set([409, 429, 503]);
 
 export class PetstoreClient {
-  readonly #baseUrl: string;
+  /** Where the API's paths start: an absolute URL whose path ends in /v1, without a trailing slash. */
+  readonly #apiRoot: string;
   readonly #apiKey: string;
   readonly #fetch: typeof fetch;
   readonly #sleep: (ms: number) => Promise<void>;
@@ -119,9 +173,11 @@ export class PetstoreClient {
   readonly #timeoutMs: number;
 
   constructor(options: ClientOptions) {
-    this.#baseUrl = options.baseUrl.replace(/\/$/, '');
+    this.#apiRoot = apiRoot(options.baseUrl);
     this.#apiKey = options.apiKey;
-    this.#fetch = options.fetch ?? fetch;
+    // Looked up at each call and called as a plain function: browsers refuse a fetch called as a
+    // method of another object (Illegal invocation), and a page may replace fetch after this runs.
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.#random = options.random ?? Math.random;
     this.#retries = options.retries ?? 4;
@@ -135,7 +191,7 @@ export class PetstoreClient {
     const params = new URLSearchParams();
     if (query.limit !== undefined) params.set('limit', String(query.limit));
     if (query.status) params.set('status', query.status);
-    let next: string | undefined = `${this.#baseUrl}/v1/pets${params.size ? `?${params}` : ''}`;
+    let next: string | undefined = `${this.#apiRoot}/pets${params.size ? `?${params}` : ''}`;
     while (next) {
       const { body, headers } = await this.#request('GET', next);
       for (const pet of body as Pet[]) yield pet;
@@ -147,8 +203,8 @@ export class PetstoreClient {
 
   /** Creates a pet; safe to retry, since every attempt carries the same Idempotency-Key. */
   async createPet(pet: NewPet, options: { idempotencyKey?: string } = {}): Promise<Pet & { replayed: boolean }> {
-    const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const { body, headers } = await this.#request('POST', `${this.#baseUrl}/v1/pets`, stringifyJson(pet), {
+    const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
+    const { body, headers } = await this.#request('POST', `${this.#apiRoot}/pets`, stringifyJson(pet), {
       'idempotency-key': idempotencyKey,
     });
     return { ...(body as Pet), replayed: headers.get('idempotent-replayed') === 'true' };
@@ -156,7 +212,7 @@ export class PetstoreClient {
 
   /** @deprecated The service removes this operation on 5 December 2030; use listPets. */
   async getPet(id: bigint | number): Promise<Pet> {
-    return (await this.#request('GET', `${this.#baseUrl}/v1/pets/${id}`)).body as Pet;
+    return (await this.#request('GET', `${this.#apiRoot}/pets/${encodeURIComponent(String(id))}`)).body as Pet;
   }
 
   async #request(method: string, url: string, body?: string, extraHeaders: Record<string, string> = {}) {
