@@ -1,36 +1,50 @@
 /**
- * Build step: copies the documentation page's renderer (Redoc's standalone bundle) out of the
- * build-time `redoc` package into assets/, next to a gzip and a brotli copy made once here at the
- * highest settings. The server serves these files, so a production install carries no renderer
- * package and no request pays for compression.
+ * Build step: copies the documentation page's renderer (the standalone browser bundle of Scalar's API
+ * reference) out of the build-time `@scalar/api-reference` package into assets/, next to a gzip and a
+ * brotli copy made once here at the highest settings. The server serves these files, so a production
+ * install carries no renderer package and no request pays for compression.
  *
  * Plain JavaScript, not TypeScript: `npm start` runs the build, and must work on every Node.js the
  * project supports, including those without built-in type stripping.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 
-const source = createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js');
+/** The name src/http/routes/docs.ts reads. */
+const NAME = 'scalar.standalone.js';
+
+// The package's exports list neither its browser bundle nor its package.json: the bundle is found next
+// to the main entry (dist/index.js).
+const main = createRequire(import.meta.url).resolve('@scalar/api-reference');
+const source = join(dirname(main), 'browser', 'standalone.js');
 const out = new URL('../assets/', import.meta.url);
 const renderer = readFileSync(source);
 
+// The previous renderer's copies, left by builds made before it was replaced: the runtime image copies
+// all of assets/, so they would ship unused.
+for (const suffix of ['', '.gz', '.br']) rmSync(new URL(`redoc.standalone.js${suffix}`, out), { force: true });
+
 // `npm start` builds every time: when the copies are already those of this renderer, there is
 // nothing to do (compressing takes seconds).
-const built = ['', '.gz', '.br'].every((suffix) => existsSync(new URL(`redoc.standalone.js${suffix}`, out)));
-if (built && readFileSync(new URL('redoc.standalone.js', out)).equals(renderer)) process.exit(0);
+const built = ['', '.gz', '.br'].every((suffix) => existsSync(new URL(`${NAME}${suffix}`, out)));
+if (built && readFileSync(new URL(NAME, out)).equals(renderer)) process.exit(0);
 
 mkdirSync(out, { recursive: true });
 // The plain copy last: it marks the compressed ones as complete.
-writeFileSync(new URL('redoc.standalone.js.gz', out), gzipSync(renderer, { level: 9 }));
+writeFileSync(new URL(`${NAME}.gz`, out), gzipSync(renderer, { level: 9 }));
 writeFileSync(
-  new URL('redoc.standalone.js.br', out),
+  new URL(`${NAME}.br`, out),
   brotliCompressSync(renderer, {
     params: {
       [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
       [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
+      // The bundle is larger than the default 4 MiB window; the largest standard window (16 MiB,
+      // which every browser decodes) lets matches reach across the whole file.
+      [constants.BROTLI_PARAM_LGWIN]: constants.BROTLI_MAX_WINDOW_BITS,
       [constants.BROTLI_PARAM_SIZE_HINT]: renderer.length,
     },
   }),
 );
-writeFileSync(new URL('redoc.standalone.js', out), renderer);
+writeFileSync(new URL(NAME, out), renderer);

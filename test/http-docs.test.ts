@@ -1,17 +1,18 @@
 /**
- * The documentation page's renderer is served from assets/ as built: the brotli or gzip copy when the
- * client accepts it, the plain file otherwise, each with its own ETag, under a path that names its
+ * The documentation page: its own Content-Security-Policy and the renderer's configuration, which
+ * keeps it on this origin. The renderer is served from assets/ as built: the brotli or gzip copy when
+ * the client accepts it, the plain file otherwise, each with its own ETag, under a path that names its
  * version and cached for a year; the pages are limited per address like keyless API requests.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { acceptsCoding } from '../src/http/routes/docs.ts';
+import { acceptsCoding, RENDERER_FILE } from '../src/http/routes/docs.ts';
 import { startTestServer, type TestServer } from './support/servers.ts';
 import { request } from './support/raw-http.ts';
 
-const RENDERER = readFileSync(new URL('../assets/redoc.standalone.js', import.meta.url));
+const RENDERER = readFileSync(new URL(`../assets/${RENDERER_FILE}`, import.meta.url));
 
 /** node:http, not fetch: fetch would ask for and undo content codings itself. */
 const rawGet = async (url: string, headers: Record<string, string>) => {
@@ -19,14 +20,14 @@ const rawGet = async (url: string, headers: Record<string, string>) => {
   return { status, headers: answer, body: bytes };
 };
 
-describe('GET /docs/redoc.standalone.<version>.js', () => {
+describe('GET /docs/scalar.standalone.<version>.js', () => {
   let server: TestServer;
   let path: string;
   before(async () => {
     server = await startTestServer({ anonymousPerMinute: 1000 });
     const page = (await request(`${server.url}/docs`, {})).body;
     const src = /<script src="([^"]+)"><\/script>/.exec(page)?.[1];
-    assert.match(src ?? '', /^\/docs\/redoc\.standalone\.[A-Za-z0-9_-]{22}\.js$/, 'the page names the renderer by its version');
+    assert.match(src ?? '', /^\/docs\/scalar\.standalone\.[A-Za-z0-9_-]{22}\.js$/, 'the page names the renderer by its version');
     path = `${server.url}${src}`;
   });
   after(() => server.close());
@@ -69,6 +70,76 @@ describe('GET /docs/redoc.standalone.<version>.js', () => {
     const otherCopy = await rawGet(path, { 'if-none-match': br.headers.etag! });
     assert.equal(otherCopy.status, 200, 'the brotli ETag does not validate the plain copy');
   });
+});
+
+describe('GET /docs', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ anonymousPerMinute: 1000 });
+  });
+  after(() => server.close());
+
+  test('the page has its own policy: scripts, the document and requests from this origin only, no eval', async () => {
+    const res = await request(`${server.url}/docs`, {});
+    assert.equal(res.status, 200);
+    assert.match(res.headers['content-type']!, /^text\/html; charset=utf-8/);
+    assert.equal(res.headers['cache-control'], 'no-cache', 'the page names the current renderer: revalidated every time');
+    const csp = String(res.headers['content-security-policy']);
+    const directives = new Map(
+      csp
+        .split(';')
+        .map((d) => d.trim().split(/\s+/))
+        .map(([name = '', ...values]) => [name, values]),
+    );
+    assert.deepEqual(directives.get('default-src'), ["'none'"]);
+    assert.deepEqual(directives.get('script-src'), ["'self'"]);
+    assert.deepEqual(directives.get('connect-src'), ["'self'"], 'the console sends requests, and the key, to this origin only');
+    assert.deepEqual(directives.get('style-src'), ["'self'", "'unsafe-inline'"]);
+    assert.deepEqual(directives.get('img-src'), ["'self'", 'data:']);
+    for (const name of ['base-uri', 'form-action', 'frame-ancestors']) assert.deepEqual(directives.get(name), ["'none'"], name);
+    assert.doesNotMatch(csp, /unsafe-eval|https?:|\*/, 'no eval and no other origin');
+    assert.doesNotMatch(
+      res.body,
+      /<script(?![^>]*\bsrc=)(?![^>]*type="application\/json")/,
+      'no inline script: the policy would refuse it',
+    );
+  });
+
+  test("the renderer's configuration turns off everything that would reach another origin", async () => {
+    const res = await request(`${server.url}/docs`, {});
+    const attribute = /<script id="api-reference" type="application\/json" data-url="([^"]+)" data-configuration="([^"]+)"><\/script>/.exec(
+      res.body,
+    );
+    assert.ok(attribute, 'the page names the document and the configuration');
+    assert.equal(attribute[1], '/v1/openapi.json');
+    const configuration = JSON.parse(attribute[2]!.replaceAll('&quot;', '"').replaceAll('&lt;', '<').replaceAll('&amp;', '&'));
+    assert.equal(configuration.withDefaultFonts, false, "no fonts from the vendor's font host");
+    assert.equal(configuration.telemetry, false);
+    assert.equal(configuration.agent.disabled, true);
+    assert.equal(configuration.mcp.disabled, true);
+    assert.equal(configuration.showDeveloperTools, 'never');
+    assert.equal(configuration.hideClientButton, true, "no button that opens the document in the vendor's hosted client");
+    assert.equal(configuration.persistAuth, false, "the reader's key is not written to storage");
+    assert.equal(configuration.proxyUrl, undefined, 'no request proxy');
+  });
+});
+
+test("links to #operation/<operationId> are mapped to the renderer's anchors by a script from this origin", async (t) => {
+  const server = await startTestServer({ anonymousPerMinute: 1000 });
+  t.after(() => server.close());
+  const page = (await request(`${server.url}/docs`, {})).body;
+  const tag = /<script src="(\/docs\/anchors\.[A-Za-z0-9_-]{22}\.js)" data-anchors="([^"]+)"><\/script>/.exec(page);
+  assert.ok(tag, 'the page loads the anchors script before the renderer');
+  assert.ok(page.indexOf(tag[0]) < page.indexOf('scalar.standalone.'), 'before the renderer');
+  const anchors = JSON.parse(tag[2]!.replaceAll('&quot;', '"').replaceAll('&lt;', '<').replaceAll('&amp;', '&'));
+  assert.match(anchors.getPet, /^tag\/pets\/GET(\/v1)?\/pets\/\{petId\}$/);
+  assert.match(anchors.listPets, /^tag\/pets\/GET(\/v1)?\/pets$/);
+  assert.match(anchors.createPet, /^tag\/pets\/POST(\/v1)?\/pets$/);
+  const script = await request(`${server.url}${tag[1]}`, {});
+  assert.equal(script.status, 200);
+  assert.match(script.headers['content-type']!, /^text\/javascript/);
+  assert.equal(script.headers['cache-control'], 'public, max-age=31536000, immutable');
+  assert.match(script.body, /#operation/);
 });
 
 test('Accept-Encoding is read as RFC 9110 says: names, q-values, the wildcard, any case', () => {
