@@ -1,6 +1,7 @@
 /**
- * The README's configuration table, written from the table in src/config.ts: `npm run docs:config`
- * puts it between the two markers, and test/config.test.ts fails while the README's copy differs.
+ * The configuration table of docs/configuration.md, written from the table in src/config.ts:
+ * `npm run docs:config` puts it between the two markers, and test/config.test.ts fails while the
+ * document's copy differs.
  */
 import { VARIABLES } from '../src/config.ts';
 
@@ -18,10 +19,13 @@ export function configTable(): string {
   return ['| Variable | Default | Accepted | Meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-/** The README with the text between the markers replaced by the table; throws when a marker is missing. */
-export function withConfigTable(readme: string): string {
-  const start = readme.indexOf(TABLE_START);
-  const end = readme.indexOf(TABLE_END);
-  if (start === -1 || end < start) throw new Error(`README.md needs the lines ${TABLE_START} and ${TABLE_END}, in that order`);
-  return `${readme.slice(0, start + TABLE_START.length)}\n${configTable()}\n${readme.slice(end)}`;
+/** The document that holds the table. */
+export const CONFIG_DOC = new URL('../docs/configuration.md', import.meta.url);
+
+/** The document with the text between the markers replaced by the table; throws when a marker is missing. */
+export function withConfigTable(doc: string): string {
+  const start = doc.indexOf(TABLE_START);
+  const end = doc.indexOf(TABLE_END);
+  if (start === -1 || end < start) throw new Error(`docs/configuration.md needs the lines ${TABLE_START} and ${TABLE_END}, in that order`);
+  return `${doc.slice(0, start + TABLE_START.length)}\n${configTable()}\n${doc.slice(end)}`;
 }

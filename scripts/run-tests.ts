@@ -7,7 +7,9 @@
  * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line).
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { listProblems, ON_EVERY_ENGINE, ON_POSTGRES_AND_REDIS, ONCE } from '../test/suites.ts';
 
 const present = readdirSync('test').filter((f) => f.endsWith('.test.ts'));
@@ -24,32 +26,81 @@ if (requested !== 'all' && requested !== 'sqlite') {
   process.exit(1);
 }
 
-function run(engine: string, list: string[]): boolean {
+/** What one pass ran: its counts, and every test or part of a test file that was skipped, with why. */
+interface Pass {
+  name: string;
+  ok: boolean;
+  counts: string;
+  skipped: string[];
+}
+
+const passes: Pass[] = [];
+const work = mkdtempSync(join(tmpdir(), 'petstore-tests-'));
+
+function run(engine: string, label: string, list: string[]): boolean {
   console.log(`\n=== ${engine} on Node.js ${process.version}: ${list.length} test files ===\n`);
-  const result = spawnSync(process.execPath, ['--test', ...list], {
-    stdio: 'inherit',
-    env: { ...process.env, PETSTORE_TEST_ENGINE: engine },
-  });
-  return result.status === 0;
+  // The spec reporter for people, and TAP into a file for the summary at the end.
+  const tap = join(work, `${engine}.tap`);
+  const result = spawnSync(
+    process.execPath,
+    [
+      '--test',
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      '--test-reporter=tap',
+      `--test-reporter-destination=${tap}`,
+      ...list,
+    ],
+    { stdio: 'inherit', env: { ...process.env, PETSTORE_TEST_ENGINE: engine } },
+  );
+  const ok = result.status === 0;
+  passes.push({ name: `${label} (${list.length} files)`, ok, ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '') });
+  return ok;
+}
+
+/**
+ * The counts from the TAP totals, and the skips: tests skipped with a reason (`# SKIP`), and parts a
+ * test file leaves out and announces with a `SKIPPED:` line (PostgreSQL parts, the browser, nginx).
+ */
+function summarise(tap: string): { counts: string; skipped: string[] } {
+  const total = (name: string) => [...tap.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))].at(-1)?.[1];
+  const counts = ['tests', 'pass', 'fail', 'skipped'].map((name) => `${name} ${total(name) ?? '?'}`).join(', ');
+  const skipped = new Set<string>();
+  for (const [, name, reason] of tap.matchAll(/^\s*ok \d+ - (.+?) # SKIP ?(.*)$/gm)) skipped.add(`${name}${reason ? `: ${reason}` : ''}`);
+  for (const [, what] of tap.matchAll(/SKIPPED:? (.+?)\s*#*$/gm)) skipped.add(what!.trim());
+  return { counts, skipped: [...skipped] };
 }
 
 const banner = (lines: string[]) => console.log(['', '#'.repeat(78), ...lines.map((l) => `#  ${l}`), '#'.repeat(78), ''].join('\n'));
-const skipped = 'SKIPPED: the PostgreSQL + Redis suites, the multi-instance and the outage tests.';
+const skippedEngines = 'SKIPPED: the PostgreSQL + Redis suites, the multi-instance and the outage tests.';
+const notRun: string[] = [];
 
-let ok = run('sqlite', inTest([...ON_EVERY_ENGINE, ...ONCE]));
+let ok = run('sqlite', 'SQLite with the in-process limiter', inTest([...ON_EVERY_ENGINE, ...ONCE]));
 if (requested === 'sqlite') {
-  banner([skipped, 'PETSTORE_TEST_ENGINES=sqlite asked for the SQLite suite alone.']);
+  banner([skippedEngines, 'PETSTORE_TEST_ENGINES=sqlite asked for the SQLite suite alone.']);
+  notRun.push('the PostgreSQL + Redis pass (PETSTORE_TEST_ENGINES=sqlite)');
 } else if (process.env.PETSTORE_TEST_POSTGRES_URL && process.env.PETSTORE_TEST_REDIS_URL) {
-  ok = run('postgres', inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS])) && ok;
+  ok = run('postgres', 'PostgreSQL + Redis', inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS])) && ok;
 } else {
   banner([
-    skipped,
+    skippedEngines,
     'Set PETSTORE_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)',
     'and PETSTORE_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to run them.',
   ]);
+  notRun.push('the PostgreSQL + Redis pass (PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL not set)');
   if (process.env.CI === 'true') {
     console.error('CI=true: refusing to pass with engines skipped.');
     ok = false;
   }
 }
+rmSync(work, { recursive: true, force: true });
+
+// One summary at the very end: every part that ran, and every part that did not.
+const lines = ['Summary of npm test', ''];
+for (const pass of passes) {
+  lines.push(`${pass.ok ? 'passed' : 'FAILED'}: ${pass.name}: ${pass.counts}`);
+  for (const skip of pass.skipped) lines.push(`    skipped: ${skip}`);
+}
+for (const part of notRun) lines.push(`not run: ${part}`);
+banner(lines);
 process.exit(ok ? 0 : 1);

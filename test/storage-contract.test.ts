@@ -237,7 +237,7 @@ const ENGINES: Engine[] = [
   ...(POSTGRES_URL ? [{ name: 'postgres' as const, open: postgresHarness, extra: postgresExtra }] : []),
 ];
 if (!POSTGRES_URL)
-  console.warn('storage contract: PostgreSQL SKIPPED (PETSTORE_TEST_ENGINES=sqlite, or PETSTORE_TEST_POSTGRES_URL not set)');
+  console.log('# SKIPPED: the storage contract on PostgreSQL (PETSTORE_TEST_ENGINES=sqlite, or PETSTORE_TEST_POSTGRES_URL not set)');
 
 // ---------------------------------------------------------------------------------------------------
 // Fixtures
