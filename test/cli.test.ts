@@ -77,14 +77,8 @@ async function fails(args: string[], env: EnvOverrides, message: RegExp, code: 1
 /** A wrong command line: exit status 2, one line. */
 const misused = (args: string[], env: EnvOverrides, message: RegExp) => fails(args, env, message, 2);
 
-interface ListedKey {
-  id: string;
-  prefix: string;
-  plan: string;
-  environment: string;
-  rpm: number;
-  rpd: number;
-  label: string | null;
+/** What `petstore keys list --json` prints per key: the created key's fields but the key itself, and its state. */
+interface ListedKey extends Omit<CreatedKey, 'key'> {
   createdAt: string;
   revokedAt: string | null;
   bannedUntil: string | null;
