@@ -11,6 +11,7 @@ import v8 from 'node:v8';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { ConfigError, type Config } from './config.ts';
+import { docsUrlBeside } from './http/api.ts';
 import { startMetricsListener } from './http/metrics-listener.ts';
 import type { TlsFiles } from './http/node-server.ts';
 import type { RateLimiter } from './limits/limiter.ts';
@@ -88,7 +89,7 @@ function startFacts(config: Readonly<Config>, address: AddressInfo) {
   // A wildcard address is not one to browse to; from this machine, loopback reaches it.
   const local = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : config.host;
   // Behind a proxy, the public address of the API names where clients find the docs page too.
-  const publicDocs = /^https?:/.test(config.publicBaseUrl) ? config.publicBaseUrl.replace(/\/v1$/, '/docs') : undefined;
+  const publicDocs = /^https?:/.test(config.publicBaseUrl) ? docsUrlBeside(config.publicBaseUrl) : undefined;
   return { environment: config.environment, storage, limiter, address: at(address.address), docs: publicDocs ?? `${at(local)}/docs` };
 }
 

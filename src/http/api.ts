@@ -23,6 +23,11 @@ import { methodNotAllowed, RouteTable } from './routes/method-not-allowed.ts';
 
 export const API_PREFIX = '/v1';
 
+/** The documentation page of an API reached at apiBaseUrl: beside the API, under the same path prefix. */
+export function docsUrlBeside(apiBaseUrl: string): string {
+  return `${apiBaseUrl.slice(0, -API_PREFIX.length)}/docs`;
+}
+
 export interface ApiOptions {
   store: Store;
   guard: Guard;

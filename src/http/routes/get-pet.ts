@@ -1,6 +1,7 @@
 /** getPet: GET /v1/pets/{petId} (`/pets/{petId}` under the document's /v1 servers), deprecated; 410 from its sunset moment on. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { GET_PET_DEPRECATION_HEADERS, isGetPetSunset } from '../../domain/deprecation.ts';
+import { getPetDeprecationHeaders, isGetPetSunset } from '../../domain/deprecation.ts';
+import { docsUrlBeside } from '../api.ts';
 import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
@@ -15,12 +16,7 @@ export interface GetPetDeps {
 }
 
 export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now, publicBaseUrl }) => {
-  // The documentation sits beside /v1 (at /docs), under the same prefix when there is one.
-  const root = publicBaseUrl.replace(/\/v1$/, '');
-  const deprecationHeaders = {
-    ...GET_PET_DEPRECATION_HEADERS,
-    Link: `<${publicBaseUrl}/pets>; rel="successor-version", <${root}/docs#operation/getPet>; rel="deprecation"`,
-  };
+  const deprecationHeaders = getPetDeprecationHeaders(publicBaseUrl, docsUrlBeside(publicBaseUrl));
   app.get(
     '/pets/:petId',
     {
