@@ -3,8 +3,12 @@
  * never share counters. Every label has a small fixed set of values (operations, statuses, plans,
  * states), so a caller can neither grow the series without bound nor be identified by them; who made
  * which call is in the log.
+ *
+ * Each registry also serves prom-client's default process metrics (CPU, memory, heap, handles,
+ * event-loop lag, GC), under their usual names (`process_*`, `nodejs_*`) rather than `petstore_`, so
+ * the common Node.js dashboards and alerts read them as they are.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 
 export interface PoolStats {
   total: number;
@@ -12,8 +16,26 @@ export interface PoolStats {
   waiting: number;
 }
 
+/**
+ * The default metrics describe the process, not an app, and collecting them starts watchers that are
+ * never stopped (an event-loop delay monitor and a GC observer, neither keeping the process alive).
+ * So they are made once per process, on the first app's metrics, and every app's registry serves
+ * the same ones: an app built and closed in a test leaves nothing running behind it.
+ */
+let processMetrics: Registry | undefined;
+
+function defaultProcessMetrics(): Registry {
+  if (!processMetrics) {
+    processMetrics = new Registry();
+    collectDefaultMetrics({ register: processMetrics });
+  }
+  return processMetrics;
+}
+
 export function createMetrics() {
   const registry = new Registry();
+  // getMetricsAsArray is typed as plain data, but gives the metrics themselves.
+  for (const metric of defaultProcessMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric);
   let poolStats: (() => PoolStats) | undefined;
   return {
     registry,

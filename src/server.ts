@@ -20,7 +20,11 @@ import { createLogger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { shutDownGracefully } from './shutdown.ts';
 import { describePostgres, openStore, withoutPassword } from './storage/open.ts';
+import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
+
+/** Kept at the end of a shutdown, after the spans are flushed, to log and exit before the hard exit. */
+const TRACING_FLUSH_RESERVE_MS = 200;
 
 /** How long the start waits for Redis to answer before serving with the in-memory fallback. */
 const REDIS_START_CHECK_MS = 2000;
@@ -115,11 +119,12 @@ async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<v
   }
 }
 
-export async function startServer(config: Readonly<Config>): Promise<FastifyInstance> {
+/** Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on. */
+export async function startServer(config: Readonly<Config>, tracing?: Tracing): Promise<FastifyInstance> {
   boundHeapGrowth();
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
   const metrics = createMetrics();
-  const store = await openStore(config);
+  const store = await openStore(config, tracing?.traceSqlite);
   const limiter = await openLimiter(config, logger, metrics);
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {
@@ -151,7 +156,9 @@ export async function startServer(config: Readonly<Config>): Promise<FastifyInst
     }, config.shutdownTimeoutMs);
     hardExit.unref();
     shutDownGracefully(app, { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs }, signalledAt).then(
-      () => {
+      async () => {
+        // The spans still queued leave last, within what is left of the bound.
+        await tracing?.shutdown(Math.max(0, signalledAt + config.shutdownTimeoutMs - TRACING_FLUSH_RESERVE_MS - Date.now()));
         app.log.info({ ms: Date.now() - signalledAt }, 'shut down');
         process.exit(0);
       },

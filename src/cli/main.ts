@@ -7,7 +7,8 @@
  * A key is created in well under a second because each command loads only what it uses: this file
  * imports nothing heavier than the command table; the configuration, the storage engine that
  * DATABASE_URL names and, for `serve` only, the server (Fastify and everything under it) are loaded
- * when a command needs them. `--help` and `--version` read neither configuration nor storage.
+ * when a command needs them, and tracing (OpenTelemetry) only when `serve` runs with
+ * OTEL_EXPORTER_OTLP_ENDPOINT set. `--help` and `--version` read neither configuration nor storage.
  */
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';
@@ -156,8 +157,11 @@ async function serve({ values }: Parsed): Promise<void> {
     '--port': { variable: 'PORT', value: text(values.port) },
     '--host': { variable: 'HOST', value: text(values.host) },
   });
+  // Tracing is loaded only when it is on, and before the server: the instrumentations must be in
+  // place before the PostgreSQL and Redis clients are first imported.
+  const tracing = config.otlpEndpoint === undefined ? undefined : (await import('../tracing/start.ts')).startTracing(config);
   const { startServer } = await import('../server.ts');
-  await startServer(config);
+  await startServer(config, tracing);
 }
 
 async function keys(action: string, { values, args }: Parsed): Promise<void> {

@@ -63,13 +63,20 @@ export function withoutPassword(message: string, url: string): string {
   return message.replaceAll(password, '***').replaceAll(decoded, '***');
 }
 
-export async function openStore(config: Pick<Config, 'database' | 'sqliteSynchronous'>): Promise<Store> {
+/**
+ * The store DATABASE_URL names. `traceSqlite`, given by the server with tracing on, wraps a SQLite
+ * store so its calls become spans; PostgreSQL's driver is traced by its own instrumentation.
+ */
+export async function openStore(
+  config: Pick<Config, 'database' | 'sqliteSynchronous'>,
+  traceSqlite: (store: Store) => Store = (store) => store,
+): Promise<Store> {
   const target = config.database;
   if (target.engine === 'sqlite') {
     prepareSqliteFolder(target.path);
     const { openSqliteStore } = await import('./sqlite/store.ts');
     try {
-      return openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous });
+      return traceSqlite(openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous }));
     } catch (err) {
       throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
         cause: err,
