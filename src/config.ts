@@ -6,10 +6,9 @@
  * bad value throws a ConfigError whose one-line message names the variable; the CLI prints it and
  * exits 1. Only the CLI reads process.env; everything else receives a Config.
  */
-import { Type } from 'typebox';
 import { ENVIRONMENTS } from './domain/api-key.ts';
 import { proxyList, type ProxyTrust } from './http/client-address.ts';
-import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env } from './config/variable.ts';
+import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env, Schema } from './config/variable.ts';
 
 export { ConfigError } from './config/variable.ts';
 
@@ -22,7 +21,7 @@ const HOST_NAME = /^[A-Za-z0-9.:-]+$/.source;
 const MAX_CONNECTIONS = variable({
   env: 'MAX_CONNECTIONS',
   field: 'maxConnections',
-  schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  schema: Schema.Integer({ minimum: 0, maximum: 1_000_000 }),
   default: 10_000,
   description:
     'Open connections beyond this are closed as they arrive (0: no cap), so partial requests cannot pile up without bound. ' +
@@ -35,7 +34,7 @@ export const VARIABLES = [
   variable({
     env: 'PORT',
     field: 'port',
-    schema: Type.Integer({ minimum: 0, maximum: 65535 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 65535 }),
     default: 8080,
     description: 'TCP port.',
     app: false,
@@ -43,7 +42,7 @@ export const VARIABLES = [
   variable({
     env: 'HOST',
     field: 'host',
-    schema: Type.String({ pattern: HOST_NAME }),
+    schema: Schema.String({ pattern: HOST_NAME }),
     accepts: 'a host name or address',
     default: '127.0.0.1',
     description: 'Address to listen on (`0.0.0.0` for all interfaces).',
@@ -52,7 +51,7 @@ export const VARIABLES = [
   variable({
     env: 'DATABASE_URL',
     field: 'database',
-    schema: Type.String({ pattern: /^(?:(?:sqlite|file):.+$|postgres(?:ql)?:\/\/.)/.source }),
+    schema: Schema.String({ pattern: /^(?:(?:sqlite|file):.+$|postgres(?:ql)?:\/\/.)/.source }),
     accepts: 'a URL starting with `sqlite:`, `file:`, `postgres://` or `postgresql://`',
     // The value may hold a password: never echo it.
     secret: true,
@@ -69,7 +68,7 @@ export const VARIABLES = [
   variable({
     env: 'REDIS_URL',
     field: 'redisUrl',
-    schema: Type.String({ pattern: /^rediss?:\/\/./.source }),
+    schema: Schema.String({ pattern: /^rediss?:\/\/./.source }),
     accepts: 'a URL starting with `redis://` or `rediss://`',
     secret: true,
     default: undefined,
@@ -79,7 +78,7 @@ export const VARIABLES = [
   variable({
     env: 'REDIS_KEY_PREFIX',
     field: 'redisKeyPrefix',
-    schema: Type.String({ pattern: /^[A-Za-z0-9_.:-]{1,64}$/.source }),
+    schema: Schema.String({ pattern: /^[A-Za-z0-9_.:-]{1,64}$/.source }),
     accepts: '1 to 64 letters, digits or `_.:-`',
     default: 'petstore',
     description: "Namespace of this deployment's keys in Redis.",
@@ -88,7 +87,7 @@ export const VARIABLES = [
   variable({
     env: 'PETSTORE_ENV',
     field: 'environment',
-    schema: Type.Enum(ENVIRONMENTS),
+    schema: Schema.Enum(ENVIRONMENTS),
     default: 'production',
     description: 'A server accepts only keys of its own environment; staging runs the same code on its own database.',
     app: true,
@@ -96,7 +95,7 @@ export const VARIABLES = [
   variable({
     env: 'LOG_LEVEL',
     field: 'logLevel',
-    schema: Type.Enum(LOG_LEVELS),
+    schema: Schema.Enum(LOG_LEVELS),
     default: 'info',
     description: 'Least severe level of the JSON lines logged on standard output.',
     app: true,
@@ -104,7 +103,7 @@ export const VARIABLES = [
   variable({
     env: 'TRUST_PROXY',
     field: 'trustProxy',
-    schema: Type.String(),
+    schema: Schema.String(),
     accepts: '`false`, a hop count or a comma-separated list of proxy addresses or CIDRs',
     default: 'false',
     description:
@@ -132,7 +131,7 @@ export const VARIABLES = [
     env: 'PUBLIC_BASE_URL',
     field: 'publicBaseUrl',
     // An absolute http(s) URL or a path, ending in /v1, without query or fragment.
-    schema: Type.String({ pattern: /^(?:https?:\/\/[^/?#\s]+)?(?:\/[^/?#\s][^?#\s]*)?\/v1\/?$/.source }),
+    schema: Schema.String({ pattern: /^(?:https?:\/\/[^/?#\s]+)?(?:\/[^/?#\s][^?#\s]*)?\/v1\/?$/.source }),
     accepts: 'an `http://` or `https://` URL, or a path starting with `/`, whose path ends in `/v1`',
     default: '/v1',
     description:
@@ -148,7 +147,7 @@ export const VARIABLES = [
   variable({
     env: 'SQLITE_SYNCHRONOUS',
     field: 'sqliteSynchronous',
-    schema: Type.Enum(['normal', 'full'] as const),
+    schema: Schema.Enum(['normal', 'full'] as const),
     default: 'normal',
     description: '`full` flushes every commit to disk, so nothing acknowledged is lost even on power loss; see Durability.',
     app: false,
@@ -156,7 +155,7 @@ export const VARIABLES = [
   variable({
     env: 'KEY_CACHE_TTL_MS',
     field: 'keyCacheTtlMs',
-    schema: Type.Integer({ minimum: 0, maximum: 5000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 5000 }),
     default: 2000,
     description: 'How long a looked-up key is reused from memory; bounds how late a revocation takes effect.',
     app: true,
@@ -164,7 +163,7 @@ export const VARIABLES = [
   variable({
     env: 'ANONYMOUS_RATE_LIMIT_PER_MINUTE',
     field: 'anonymousPerMinute',
-    schema: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    schema: Schema.Integer({ minimum: 1, maximum: 1_000_000 }),
     default: 60,
     description: 'Per-address limit for requests without a valid key.',
     app: true,
@@ -172,7 +171,7 @@ export const VARIABLES = [
   variable({
     env: 'BAN_THRESHOLD',
     field: 'banThreshold',
-    schema: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    schema: Schema.Integer({ minimum: 1, maximum: 1_000_000 }),
     default: 20,
     description: 'Refused (429) requests of one key within one minute window that earn a temporary ban.',
     app: true,
@@ -180,7 +179,7 @@ export const VARIABLES = [
   variable({
     env: 'BAN_DURATION_SECONDS',
     field: 'banDurationSeconds',
-    schema: Type.Integer({ minimum: 1, maximum: 30 * 86_400 }),
+    schema: Schema.Integer({ minimum: 1, maximum: 30 * 86_400 }),
     default: 900,
     description: 'Length of a temporary ban (900: 15 minutes; 30 days at most).',
     app: true,
@@ -188,7 +187,7 @@ export const VARIABLES = [
   variable({
     env: 'BAN_GRACE_MS',
     field: 'banGraceMs',
-    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 1000,
     description: "Refusals that arrive within this long of a key's first refusal never count toward a ban: they were already in flight.",
     app: true,
@@ -196,7 +195,7 @@ export const VARIABLES = [
   variable({
     env: 'PAGE_CACHE_SIZE',
     field: 'pageCacheSize',
-    schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 1_000_000 }),
     default: 1000,
     description: 'Full list pages kept serialised in memory (0 turns the cache off); see Listing in docs/decisions.md.',
     app: true,
@@ -204,7 +203,7 @@ export const VARIABLES = [
   variable({
     env: 'PAGE_CACHE_TTL_MS',
     field: 'pageCacheTtlMs',
-    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 1000,
     description:
       'On PostgreSQL, where a full page can still change for a moment, how long it is reused (0: never cached). ' +
@@ -214,7 +213,7 @@ export const VARIABLES = [
   variable({
     env: 'HEADERS_TIMEOUT_MS',
     field: 'headersTimeoutMs',
-    schema: Type.Integer({ minimum: 100, maximum: 300_000 }),
+    schema: Schema.Integer({ minimum: 100, maximum: 300_000 }),
     default: 10_000,
     description: "A connection must deliver a request's headers within this; slow or silent ones are answered 408 and closed.",
     app: true,
@@ -222,7 +221,7 @@ export const VARIABLES = [
   variable({
     env: 'REQUEST_TIMEOUT_MS',
     field: 'requestTimeoutMs',
-    schema: Type.Integer({ minimum: 100, maximum: 600_000 }),
+    schema: Schema.Integer({ minimum: 100, maximum: 600_000 }),
     default: 30_000,
     description: 'A whole request (headers and body) must arrive within this, else 408 and close. At least `HEADERS_TIMEOUT_MS`.',
     app: true,
@@ -230,7 +229,7 @@ export const VARIABLES = [
   variable({
     env: 'KEEP_ALIVE_TIMEOUT_MS',
     field: 'keepAliveTimeoutMs',
-    schema: Type.Integer({ minimum: 1000, maximum: 600_000 }),
+    schema: Schema.Integer({ minimum: 1000, maximum: 600_000 }),
     // Longer than the usual proxy idle timeout (60 s), so the proxy, not the server, ends idle
     // connections and never sends a request on one the server is closing.
     default: 72_000,
@@ -243,7 +242,7 @@ export const VARIABLES = [
   variable({
     env: 'MAX_CONNECTIONS_PER_ADDRESS',
     field: 'maxConnectionsPerAddress',
-    schema: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 1_000_000 }),
     // Roomy enough for a big customer or a NAT, yet under a small total cap a quarter of it, so one
     // address (or /64) never holds every connection.
     default: derived(MAX_CONNECTIONS, '`256` (a quarter of `MAX_CONNECTIONS` when that is below 1024)', (total) =>
@@ -257,7 +256,7 @@ export const VARIABLES = [
   variable({
     env: 'SHUTDOWN_DRAIN_MS',
     field: 'shutdownDrainMs',
-    schema: Type.Integer({ minimum: 0, maximum: 60_000 }),
+    schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 1000,
     description:
       'On SIGTERM, how long the server keeps serving with `Connection: close` (and `/readyz` 503) before it stops listening; ' +
@@ -267,7 +266,7 @@ export const VARIABLES = [
   variable({
     env: 'SHUTDOWN_TIMEOUT_MS',
     field: 'shutdownTimeoutMs',
-    schema: Type.Integer({ minimum: 2000, maximum: 120_000 }),
+    schema: Schema.Integer({ minimum: 2000, maximum: 120_000 }),
     default: 10_000,
     description:
       'Bound on a shutdown, from SIGTERM to exit; at least `SHUTDOWN_DRAIN_MS` + 2000. Connections still open a second before ' +
@@ -277,7 +276,7 @@ export const VARIABLES = [
   variable({
     env: 'METRICS_TOKEN',
     field: 'metricsToken',
-    schema: Type.String({ pattern: /^[\x21-\x7e]{16,256}$/.source }),
+    schema: Schema.String({ pattern: /^[\x21-\x7e]{16,256}$/.source }),
     accepts: '16 to 256 printable ASCII characters without spaces',
     secret: true,
     default: undefined,
@@ -289,7 +288,7 @@ export const VARIABLES = [
   variable({
     env: 'METRICS_PORT',
     field: 'metricsPort',
-    schema: Type.Integer({ minimum: 1, maximum: 65535 }),
+    schema: Schema.Integer({ minimum: 1, maximum: 65535 }),
     default: undefined,
     description: 'When set, a second listener serves `GET /metrics` without a token, on `METRICS_HOST`.',
     app: false,
@@ -297,16 +296,43 @@ export const VARIABLES = [
   variable({
     env: 'METRICS_HOST',
     field: 'metricsHost',
-    schema: Type.String({ pattern: HOST_NAME }),
+    schema: Schema.String({ pattern: HOST_NAME }),
     accepts: 'a host name or address',
     default: '127.0.0.1',
     description: 'Address of the metrics listener (a private interface, for a scraper on the same host or network).',
     app: false,
   }),
   variable({
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    field: 'otlpEndpoint',
+    schema: Schema.String({ pattern: /^https?:\/\/./.source }),
+    accepts: 'an `http://` or `https://` URL',
+    // A collector's URL may carry credentials: never echo it.
+    secret: true,
+    default: undefined,
+    description:
+      'When set, every request is traced (OpenTelemetry) and its spans sent, in batches, to this OTLP/HTTP collector ' +
+      '(`/v1/traces` is appended). Unset: tracing is off and not even loaded. The exporter reads the other standard ' +
+      '`OTEL_EXPORTER_OTLP_*` variables (headers, timeout) itself; see Tracing in docs/operations.md.',
+    app: false,
+    parse(raw, refuse): string | undefined {
+      if (raw !== undefined && !URL.canParse(raw)) refuse();
+      return raw;
+    },
+  }),
+  variable({
+    env: 'OTEL_SERVICE_NAME',
+    field: 'otelServiceName',
+    schema: Schema.String({ pattern: /^[\x21-\x7e]{1,128}$/.source }),
+    accepts: '1 to 128 printable ASCII characters without spaces',
+    default: 'petstore',
+    description: "The `service.name` of this instance's spans (with tracing on).",
+    app: false,
+  }),
+  variable({
     env: 'CORS_ORIGINS',
     field: 'corsOrigins',
-    schema: Type.String(),
+    schema: Schema.String(),
     accepts: '`*` or a comma-separated list of origins like `https://app.example.com`',
     default: undefined,
     description: 'Origins allowed to call the API from browsers. Unset: no CORS headers at all.',
@@ -325,7 +351,7 @@ export const VARIABLES = [
   pair({
     env: ['TLS_CERT', 'TLS_KEY'],
     field: 'tls',
-    schema: Type.String(),
+    schema: Schema.String(),
     accepts: 'paths of PEM files',
     default: undefined,
     description: 'Certificate and key: the server listens with HTTPS itself. Both or neither.',

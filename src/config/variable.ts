@@ -1,17 +1,48 @@
 /**
  * What an entry of the configuration table (src/config.ts) is made of, and how it is read: the raw
- * text is checked against the entry's TypeBox schema, then parsed when the entry says how. The
- * refusal messages and the README's wording of what is accepted are derived from the same schema, and
- * the Config type from the table itself, so a variable is written down once.
+ * text is checked against the entry's schema, then parsed when the entry says how. The refusal
+ * messages and the README's wording of what is accepted are derived from the same schema, and the
+ * Config type from the table itself, so a variable is written down once.
+ *
+ * A schema is one of three JSON Schema shapes (an integer range, an enumeration, a string with an
+ * optional pattern), made by `Schema` below and checked by its own keywords: a schema library would
+ * cost every process far more memory than these three shapes need.
  */
-import { Type, type Static, type TEnum, type TInteger, type TNumberOptions, type TString } from 'typebox';
 
 export class ConfigError extends Error {}
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
+export interface IntegerSchema {
+  readonly type: 'integer';
+  readonly minimum: number;
+  readonly maximum: number;
+}
+
+export interface EnumSchema<T extends string = string> {
+  readonly enum: readonly T[];
+}
+
+export interface StringSchema {
+  readonly type: 'string';
+  readonly pattern?: string;
+}
+
 /** The kinds of raw value; integers and enums word their refusals themselves, strings through `accepts`. */
-export type RawSchema = TInteger | TEnum<string[]> | TString;
+export type RawSchema = IntegerSchema | EnumSchema | StringSchema;
+
+/** The value a raw schema admits. */
+export type Static<S extends RawSchema> = S extends IntegerSchema ? number : S extends EnumSchema<infer T> ? T : string;
+
+/** The table's schemas, written as JSON Schema. */
+export const Schema = {
+  Integer: (range: { minimum: number; maximum: number }): IntegerSchema => ({ type: 'integer', ...range }),
+  Enum: <const T extends string>(values: readonly T[]): EnumSchema<T> => ({ enum: values }),
+  String: (options: { pattern?: string } = {}): StringSchema => ({ type: 'string', ...options }),
+};
+
+const isInteger = (schema: RawSchema): schema is IntegerSchema => 'type' in schema && schema.type === 'integer';
+const isEnum = (schema: RawSchema): schema is EnumSchema => 'enum' in schema;
 
 /** The values read so far, by Config field: what a derived default is computed from. */
 type Earlier = Readonly<Record<string, unknown>>;
@@ -61,7 +92,7 @@ type Spec<Field extends string, Schema extends RawSchema, App extends boolean> =
   app: App;
   /** The value may hold a password or token, so a refusal never echoes it. */
   secret?: boolean;
-} & (Schema extends TString
+} & (Schema extends StringSchema
   ? {
       /** What the string accepts, as a noun phrase in Markdown: the README's column and, plain, the refusal. */
       accepts: string;
@@ -87,9 +118,10 @@ export function variable<const Field extends string, Schema extends RawSchema, c
   spec: Spec<Field, Schema, App> & { default: undefined },
 ): Variable<Field, Static<Schema> | undefined, App>;
 export function variable(
-  spec: Spec<string, RawSchema, boolean> & { default: unknown; parse?: Parse<unknown, unknown> },
+  spec: Spec<string, RawSchema, boolean> & { default: unknown; parse?: Parse<never, unknown> },
 ): Variable<string, unknown, boolean> {
-  const parse = spec.parse ?? ((value: unknown) => value);
+  // Each overload types parse by its schema; read passes only values that schema admits.
+  const parse = (spec.parse ?? ((value: unknown) => value)) as Parse<unknown, unknown>;
   return {
     ...described(spec, [spec.env]),
     read(env, earlier) {
@@ -105,7 +137,7 @@ export function variable(
 
 /** Two variables read as one value, each checked against the schema; parse receives both, an unset one as undefined. */
 export function pair<const Field extends string, const App extends boolean, Out>(
-  spec: Omit<Spec<Field, TString, App>, 'env'> & {
+  spec: Omit<Spec<Field, StringSchema, App>, 'env'> & {
     env: readonly [string, string];
     default: undefined;
     parse: Parse<readonly [string | undefined, string | undefined], Out>;
@@ -156,35 +188,25 @@ function isDerived(value: unknown): value is DerivedDefault<unknown> {
 
 /** Environment text holds integers as digits only: no sign, exponent or spaces. */
 function checked(schema: RawSchema, raw: string, refuse: Refuse): unknown {
-  const value = Type.IsInteger(schema) && /^[0-9]+$/.test(raw) ? Number(raw) : raw;
+  const value = isInteger(schema) && /^[0-9]+$/.test(raw) ? Number(raw) : raw;
   return conforms(schema, value) ? value : refuse();
 }
 
-/**
- * The three kinds of schema the table uses, checked against the schema's own keywords. TypeBox's
- * general checker (typebox/value) would do the same for about 8 MiB more in every process.
- */
+/** The three kinds of schema the table uses, checked against the schema's own keywords. */
 function conforms(schema: RawSchema, value: number | string): boolean {
-  if (Type.IsInteger(schema)) {
-    const { min, max } = range(schema);
-    return typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max;
+  if (isInteger(schema)) {
+    return typeof value === 'number' && Number.isSafeInteger(value) && value >= schema.minimum && value <= schema.maximum;
   }
-  if (Type.IsEnum(schema)) return (schema.enum as unknown[]).includes(value);
-  const { pattern } = schema as TString & { pattern?: string };
-  return typeof value === 'string' && (pattern === undefined || new RegExp(pattern).test(value));
-}
-
-function range(schema: TInteger): { min: number; max: number } {
-  const { minimum, maximum } = schema as TInteger & TNumberOptions;
-  return { min: Number(minimum ?? 0), max: Number(maximum ?? Number.MAX_SAFE_INTEGER) };
+  if (isEnum(schema)) return (schema.enum as readonly unknown[]).includes(value);
+  return typeof value === 'string' && (schema.pattern === undefined || new RegExp(schema.pattern).test(value));
 }
 
 /** A refusal names the variable and what it must be; a non-secret one shows what it got. */
 function refusal(spec: Wording, name: string, raw: string | undefined): Refuse {
   const schema = spec.schema;
   let must: string;
-  if (Type.IsInteger(schema)) must = `an integer from ${range(schema).min} to ${range(schema).max}`;
-  else if (Type.IsEnum(schema)) must = `one of ${schema.enum.join(', ')}`;
+  if (isInteger(schema)) must = `an integer from ${schema.minimum} to ${schema.maximum}`;
+  else if (isEnum(schema)) must = `one of ${schema.enum.join(', ')}`;
   else must = (spec.accepts ?? '').replaceAll('`', '');
   return (shown = raw) => {
     throw new ConfigError(`${name} must be ${must}${spec.secret || shown === undefined ? '' : `, got "${shown}"`}`);
@@ -197,8 +219,8 @@ function described<Field extends string, App extends boolean>(
 ): Omit<Variable<Field, unknown, App>, 'read'> {
   const schema = spec.schema;
   let accepted: string;
-  if (Type.IsInteger(schema)) accepted = `${range(schema).min} to ${range(schema).max}`;
-  else if (Type.IsEnum(schema)) accepted = schema.enum.map((v) => `\`${v}\``).join(', ');
+  if (isInteger(schema)) accepted = `${schema.minimum} to ${schema.maximum}`;
+  else if (isEnum(schema)) accepted = schema.enum.map((v) => `\`${v}\``).join(', ');
   else accepted = spec.accepts ?? '';
   const given = spec.default;
   const shownDefault = given === undefined ? 'unset' : isDerived(given) ? given.shown : `\`${String(given)}\``;

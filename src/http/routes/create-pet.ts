@@ -8,7 +8,6 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
-import { Type } from 'typebox';
 import { isPositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import { DEFAULT_PET_STATUS, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotentCreates } from '../../services/idempotent-creates.ts';
@@ -16,7 +15,7 @@ import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
 import { exactTopLevelIntegers } from '../json-body.ts';
 import { COMMON_ERRORS, errors, json } from '../responses.ts';
-import { NewPet, refTo } from '../schemas.ts';
+import { CreatePetHeaders, NewPet, refTo } from '../schemas.ts';
 
 /**
  * The draft defines the header as a Structured Field string (`Idempotency-Key: "8e03978e..."`); a bare
@@ -55,18 +54,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
           'and replayed for 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; ' +
           'a retry while the first request is still being processed is a 409.',
         tags: ['pets'],
-        headers: Type.Object({
-          'idempotency-key': Type.Optional(
-            Type.String({
-              minLength: 1,
-              maxLength: 255,
-              pattern: '^(?:[\\x21\\x23-\\x7E][\\x21-\\x7E]*|"(?:[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]|\\\\[\\\\"])+")$',
-              description:
-                'A unique value per logical create (for example a UUID): a Structured Field string as the IETF draft defines it ' +
-                '(`"..."`), or the same text unquoted, 1 to 255 visible ASCII characters. `"abc"` and `abc` are the same key.',
-            }),
-          ),
-        }),
+        headers: CreatePetHeaders,
         body: refTo(NewPet),
         response: {
           201: json(201, 'Pet', 'The created pet, with its assigned id (or, for a repeated Idempotency-Key, the stored first response).', {
