@@ -19,7 +19,7 @@
  * attributes at run time, most without a nonce.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createReadStream, readFileSync, statSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { GuardHook } from '../guard.ts';
 
@@ -109,32 +109,42 @@ const page = (rendererPath: string, anchors: Record<string, string>) => `<!docty
 </html>
 `;
 
-/** One stored representation of the renderer; each has its own strong ETag (RFC 9110 §8.8.3). */
+/**
+ * One built representation of the renderer, read from its file for each answer rather than held in
+ * memory (the three copies would keep about 6.5 MiB in every process for a page few requests ask
+ * for); each has its own strong ETag (RFC 9110 §8.8.3).
+ */
 interface Representation {
   coding: 'br' | 'gzip' | 'identity';
-  bytes: Buffer;
+  file: URL;
+  size: number;
   etag: string;
 }
 
 /** The renderer as built, in each content coding, best first; identity last, for any client. */
-function loadRenderer(): { version: string; representations: Representation[] } {
-  const read = (suffix: string) => {
+function findRenderer(): { version: string; representations: Representation[] } {
+  const file = (suffix: string) => new URL(`${RENDERER_FILE}${suffix}`, ASSETS);
+  const sizeOf = (url: URL) => {
     try {
-      return readFileSync(new URL(`${RENDERER_FILE}${suffix}`, ASSETS));
+      return statSync(url).size;
     } catch (err) {
       throw new Error(`The documentation page's renderer is missing from assets/ (run npm run build): ${(err as Error).message}`, {
         cause: err,
       });
     }
   };
-  const identity = read('');
-  const version = createHash('sha256').update(identity).digest('base64url').slice(0, 22);
+  const sizes = { br: sizeOf(file('.br')), gzip: sizeOf(file('.gz')), identity: sizeOf(file('')) };
+  // Read once, at start, to name the version; the bytes are not kept.
+  const version = createHash('sha256')
+    .update(readFileSync(file('')))
+    .digest('base64url')
+    .slice(0, 22);
   return {
     version,
     representations: [
-      { coding: 'br', bytes: read('.br'), etag: `"${version}-br"` },
-      { coding: 'gzip', bytes: read('.gz'), etag: `"${version}-gzip"` },
-      { coding: 'identity', bytes: identity, etag: `"${version}"` },
+      { coding: 'br', file: file('.br'), size: sizes.br, etag: `"${version}-br"` },
+      { coding: 'gzip', file: file('.gz'), size: sizes.gzip, etag: `"${version}-gzip"` },
+      { coding: 'identity', file: file(''), size: sizes.identity, etag: `"${version}"` },
     ],
   };
 }
@@ -159,7 +169,7 @@ export interface DocsOptions {
 }
 
 export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promise<void> {
-  const renderer = loadRenderer();
+  const renderer = findRenderer();
   // The renderer's path names its version, so it can be cached for a year: a new build is a new path.
   const rendererPath = `/docs/${RENDERER_FILE.replace(/\.js$/, '')}.${renderer.version}.js`;
   // Made at the first request, when the document is complete (every route registered).
@@ -188,6 +198,6 @@ export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promis
     if (request.headers['if-none-match']?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === chosen.etag)) {
       return reply.code(304).send();
     }
-    return reply.send(chosen.bytes);
+    return reply.header('Content-Length', chosen.size).send(createReadStream(chosen.file));
   });
 }
