@@ -140,6 +140,16 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
     }
   }
 
+  // Conditional and compressed answers: the 304 each GET gives for its own tag, and br, gzip and identity bodies.
+  for (const path of ['/v1/pets', '/v1/pets?limit=100', '/v1/pets?status=sold&limit=3', '/v1/pets/1']) {
+    for (const coding of ['br', 'gzip', 'identity']) {
+      const headers = { ...auth(key), 'accept-encoding': coding };
+      await checkAnswer(server.url, 'GET', path, { headers });
+      const etag = (await fetch(server.url + path, { headers })).headers.get('etag')!;
+      for (const method of ['GET', 'HEAD']) await checkAnswer(server.url, method, path, { headers: { ...headers, 'if-none-match': etag } });
+    }
+  }
+
   const keys = fc.constantFrom<Record<string, string>>(
     auth(key),
     {},
@@ -231,6 +241,9 @@ test('every answer to generated requests conforms to the committed OpenAPI docum
   const seen = [...statusesSeen].join('\n');
   for (const expected of [
     'GET /v1/pets 200',
+    'GET /v1/pets 304',
+    'GET /v1/pets/{id} 304',
+    'HEAD /v1/pets 304',
     'GET /v1/pets 400',
     'GET /v1/pets 401',
     'POST /v1/pets 201',

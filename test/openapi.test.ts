@@ -57,9 +57,9 @@ describe('OpenAPI document', () => {
 
   test('lists every status each operation can answer, with the rate-limit headers on each', () => {
     const expected: Record<string, string[]> = {
-      listPets: ['200', '400', '401', '405', '429', '500', '503'],
+      listPets: ['200', '304', '400', '401', '405', '429', '500', '503'],
       createPet: ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'],
-      getPet: ['200', '400', '401', '404', '405', '410', '429', '500', '503'],
+      getPet: ['200', '304', '400', '401', '404', '405', '410', '429', '500', '503'],
       getOpenApiDocument: ['200', '405', '429', '500', '503'],
     };
     const ops = [doc.paths['/pets'].get, doc.paths['/pets'].post, doc.paths['/pets/{petId}'].get, doc.paths['/openapi.json'].get];
@@ -85,6 +85,34 @@ describe('OpenAPI document', () => {
     }
     assert.equal(headersOf(doc.paths['/pets'].get.responses['200']).Link.required, false);
     assert.ok(headersOf(doc.paths['/pets'].post.responses['201']).Location.required);
+  });
+
+  test('declares ETag on the 200s, a 304 without a body, and If-None-Match, for listPets and getPet and their HEAD', () => {
+    const parameter = doc.components.parameters.IfNoneMatch;
+    assert.deepEqual([parameter.name, parameter.in, parameter.required], ['If-None-Match', 'header', false]);
+    for (const [path, method] of [
+      ['/pets', 'get'],
+      ['/pets', 'head'],
+      ['/pets/{petId}', 'get'],
+      ['/pets/{petId}', 'head'],
+    ] as const) {
+      const operation = doc.paths[path][method];
+      const label = `${method} ${path}`;
+      assert.ok(
+        operation.parameters.some((p: any) => p.$ref === '#/components/parameters/IfNoneMatch'),
+        `${label} If-None-Match`,
+      );
+      assert.ok(headersOf(operation.responses['200']).ETag.required, `${label} 200 ETag`);
+      const notModified = operation.responses['304'];
+      assert.equal(notModified.content, undefined, `${label} 304 has no body`);
+      const headers = headersOf(notModified);
+      for (const name of ['ETag', 'X-Request-Id', 'X-RateLimit-Remaining', 'RateLimit'])
+        assert.ok(headers[name]?.required, `${label} 304 ${name}`);
+      if (path === '/pets') assert.equal(headers.Link.required, false, `${label} 304 Link to the next page`);
+      else for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(headers[name].required, `${label} 304 ${name}`);
+    }
+    assert.equal(doc.paths['/pets'].post.responses['304'], undefined);
+    assert.ok(!(doc.paths['/pets'].post.parameters ?? []).some((p: any) => p.$ref), 'createPet reads no If-None-Match');
   });
 
   test('writes each header and each shared error response once and refers to them', () => {

@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PageCache } from '../src/http/page-cache.ts';
 
-const page = (n: number) => ({ body: `[${n}]`, link: `<${n}>` });
-const fields = (p: { body: string; link: string } | undefined) => p && { body: p.body, link: p.link };
+const page = (n: number) => ({ body: `[${n}]`, link: `<${n}>`, etag: `"${n}"`, encoded: {} });
+const fields = (p: { body: string; link: string; etag: string; encoded: object } | undefined) =>
+  p && { body: p.body, link: p.link, etag: p.etag, encoded: p.encoded };
 
 test('evicts the least recently used page beyond its capacity', () => {
   const cache = new PageCache(2, Infinity, () => 0);
@@ -41,4 +42,13 @@ test('where pages are final the lifetime is unbounded', () => {
   cache.set('a', page(1));
   now = Number.MAX_SAFE_INTEGER;
   assert.deepEqual(fields(cache.get('a')), page(1));
+});
+
+test('a hit shares the compressed forms of the page, so each is made once', () => {
+  const cache = new PageCache(10, Infinity, () => 0);
+  const original = page(1);
+  cache.set('a', original);
+  const compressed = Buffer.from('br bytes');
+  cache.get('a')!.encoded.br = compressed;
+  assert.equal(cache.get('a')!.encoded.br, compressed);
 });

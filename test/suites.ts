@@ -8,6 +8,8 @@
 export const ON_EVERY_ENGINE = [
   'hardened-edges.test.ts',
   'http-auth.test.ts',
+  'http-compression.test.ts',
+  'http-conditional.test.ts',
   'http-contract-conformance.test.ts',
   'http-deprecation.test.ts',
   'http-docs.test.ts',
@@ -56,6 +58,7 @@ export const ONCE = [
   'storage-contract.test.ts',
   'suites.test.ts',
   'tls.test.ts',
+  'tracing.test.ts',
 ];
 
 /** Problems with the lists against the files present: each file in exactly one list, each listed file present. */

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List animals
-         * @description Pets in ascending id order, optionally filtered by status. When more results exist the response carries `Link: <...>; rel="next"`, whose URL (same filters and limit, plus an opaque `cursor`) fetches the next page; the last page has no such link. Unknown query parameters are ignored.
+         * @description Pets in ascending id order, optionally filtered by status. When more results exist the response carries `Link: <...>; rel="next"`, whose URL (same filters and limit, plus an opaque `cursor`) fetches the next page; the last page has no such link. Unknown query parameters are ignored. Every page carries an `ETag`: send it back in `If-None-Match` to get `304 Not Modified` without the body while the page is unchanged (pages that have a next page are stable; the last page changes as pets are added).
          */
         get: operations["listPets"];
         put?: never;
@@ -48,7 +48,7 @@ export interface paths {
         /**
          * Get an animal (deprecated)
          * @deprecated
-         * @description Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /pets` (listPets) with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`.
+         * @description Deprecated: removal is announced for 5 December 2030 (`Sunset`); from then on this operation answers 410 with code `gone`. Use `GET /pets` (listPets) with the `status` filter instead. Every response carries `Deprecation`, `Sunset` and `Link`. A pet never changes: its `ETag` stays valid, and `If-None-Match` with it gets `304 Not Modified` without the body.
          */
         get: operations["getPet"];
         put?: never;
@@ -340,7 +340,10 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+        IfNoneMatch: string;
+    };
     requestBodies: never;
     headers: {
         /** @description The request's id: the caller's own `X-Request-Id` when it is 1 to 128 characters of letters, digits and `._:@+=/-`, otherwise one the service made. It is in the service's log line for the request. */
@@ -371,6 +374,8 @@ export interface components {
         NextPageLink: string;
         /** @description The created pet's URL, `/v1/pets/{id}`, or the public base URL (`PUBLIC_BASE_URL`) followed by `/pets/{id}` when the operator set one. Resolve it against the URL of the request. */
         Location: string;
+        /** @description Strong entity tag of this representation: a digest of the body (and of a list page's next link), the same on every instance, with `-br` or `-gzip` before the closing quote when the body is compressed, since each content coding is a representation of its own. Send it back in `If-None-Match` to get `304 Not Modified` while it still names the current representation. */
+        ETag: string;
         /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
         "Idempotent-Replayed": "true";
     };
@@ -388,7 +393,10 @@ export interface operations {
                 /** @description Opaque position from the `Link: rel="next"` header of the previous page. Altered or malformed cursors are a 400. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -404,11 +412,27 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     Link: components["headers"]["NextPageLink"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pets"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Link: components["headers"]["NextPageLink"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
@@ -502,7 +526,10 @@ export interface operations {
                 /** @description Opaque position from the `Link: rel="next"` header of the previous page. Altered or malformed cursors are a 400. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -518,6 +545,22 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     Link: components["headers"]["NextPageLink"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Link: components["headers"]["NextPageLink"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -599,7 +642,10 @@ export interface operations {
     getPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path: {
                 /** @description The identifier of the animal. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long). */
                 petId: number;
@@ -620,11 +666,29 @@ export interface operations {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["DeprecationLink"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
             400: {
@@ -783,7 +847,10 @@ export interface operations {
     getPetHead: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path: {
                 /** @description The identifier of the animal. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long). */
                 petId: number;
@@ -804,6 +871,24 @@ export interface operations {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["DeprecationLink"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["DeprecationLink"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;

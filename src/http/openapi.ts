@@ -17,7 +17,19 @@ import type { FastifyInstance } from 'fastify';
 import { isDeepStrictEqual } from 'node:util';
 import { INT64_MAX } from '../domain/int64.ts';
 import { ERROR_CODES } from './api-error.ts';
-import { ERROR_STATUSES, HEADER_MARK, HEADERS, headersFor, json, errors, KEYLESS_ERRORS, type HeaderKey } from './responses.ts';
+import {
+  ERROR_STATUSES,
+  HEADER_MARK,
+  HEADERS,
+  headersFor,
+  json,
+  errors,
+  KEYLESS_ERRORS,
+  PARAMETER_MARK,
+  PARAMETERS,
+  type HeaderKey,
+  type ParameterKey,
+} from './responses.ts';
 import { allowField } from './routes/method-not-allowed.ts';
 import { ListPetsQuery, SHARED_SCHEMAS } from './schemas.ts';
 
@@ -126,6 +138,7 @@ export async function registerOpenApi(app: FastifyInstance, apiPrefix: string): 
       const doc = (documentObject as { openapiObject: Document }).openapiObject;
       restoreRefDescriptions(doc);
       shareHeadersAndResponses(doc);
+      shareParameters(doc);
       completePaths(doc);
       markInt64(doc);
       return doc;
@@ -148,6 +161,7 @@ interface Operation {
   description?: string;
   tags?: string[];
   parameters?: Json[];
+  [PARAMETER_MARK]?: ParameterKey[];
   requestBody?: Json;
   deprecated?: boolean;
   security?: Json[];
@@ -160,6 +174,7 @@ interface Document {
   components: {
     schemas: Record<string, Json>;
     headers?: Record<string, Json>;
+    parameters?: Record<string, Json>;
     responses?: Record<string, Response>;
     [key: string]: unknown;
   };
@@ -231,6 +246,21 @@ function shareHeadersAndResponses(doc: Document): void {
     }
   }
   doc.components.responses = Object.fromEntries(Object.entries(shared).filter(([name]) => used.has(name)));
+}
+
+/**
+ * Puts every shared request header under components.parameters, and gives each operation that names
+ * some (responses.ts, PARAMETER_MARK) a `$ref` parameter in place of the mark. Before completePaths:
+ * the HEAD operations copy their GET's parameters.
+ */
+function shareParameters(doc: Document): void {
+  doc.components.parameters = { ...PARAMETERS };
+  for (const operation of operations(doc)) {
+    const keys = operation[PARAMETER_MARK];
+    if (keys === undefined) continue;
+    delete operation[PARAMETER_MARK];
+    operation.parameters = [...(operation.parameters ?? []), ...keys.map((key) => ({ $ref: `#/components/parameters/${key}` }))];
+  }
 }
 
 /** The order of a path item's operations in the document: the order an `Allow` field lists them in. */

@@ -1,7 +1,8 @@
 /**
- * Full list pages, kept serialised: body and Link header as first computed, served without a query.
- * Only a page that has a next page is kept; the last page of a list (which grows) is always read
- * fresh.
+ * Answers kept serialised, least recently used first out: full list pages (body, tag, compressed forms
+ * and Link header as first computed, served without a query) and, with the same class, found pets
+ * (get-pet.ts), which never change. Only a page that has a next page is kept; the last page of a list
+ * (which grows) is always read fresh.
  *
  * Pets are never updated or deleted, and a new pet takes an id above every id a full page covers, so
  * a full page changes only where ids are committed out of order:
@@ -13,17 +14,21 @@
  *   through already has (it may have passed that id before the pet committed).
  * Least recently used pages go first once `capacity` is reached.
  */
-export interface CachedPage {
-  body: string;
+import type { Representation } from './representation.ts';
+
+export interface CachedPage extends Representation {
   link: string;
 }
 
-interface Entry extends CachedPage {
-  expiresAtMs: number;
-}
+type Entry<V> = V & { expiresAtMs: number };
 
-export class PageCache {
-  readonly #pages = new Map<string, Entry>();
+/**
+ * Bounded by count. What an entry holds is bounded too: a page is at most 100 pets of at most 100
+ * characters of name (about 70 KB of JSON at the very worst, 7 KB for ordinary names), and each
+ * compressed form is no larger than the body plus a few bytes; see Listing in docs/decisions.md.
+ */
+export class PageCache<V extends object = CachedPage> {
+  readonly #pages = new Map<string, Entry<V>>();
 
   readonly #capacity: number;
   readonly #ttlMs: number;
@@ -39,7 +44,8 @@ export class PageCache {
     this.#now = now;
   }
 
-  get(key: string): CachedPage | undefined {
+  /** The cached answer: its `encoded` forms are shared with every later hit, so they are made once. */
+  get(key: string): V | undefined {
     const page = this.#pages.get(key);
     if (page === undefined) return undefined;
     this.#pages.delete(key);
@@ -49,7 +55,7 @@ export class PageCache {
     return page;
   }
 
-  set(key: string, page: CachedPage): void {
+  set(key: string, page: V): void {
     if (this.#capacity === 0 || this.#ttlMs <= 0) return;
     this.#pages.delete(key);
     this.#pages.set(key, { ...page, expiresAtMs: this.#now() + this.#ttlMs });

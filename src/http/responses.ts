@@ -120,6 +120,16 @@ export const HEADERS = {
       'when the operator set one. Resolve it against the URL of the request.',
     schema: { type: 'string', format: 'uri-reference', maxLength: 512 },
   },
+  ETag: {
+    name: 'ETag',
+    required: true,
+    description:
+      "Strong entity tag of this representation: a digest of the body (and of a list page's next link), the same on every " +
+      'instance, with `-br` or `-gzip` before the closing quote when the body is compressed, since each content coding is ' +
+      'a representation of its own. Send it back in `If-None-Match` to get `304 Not Modified` while it still names ' +
+      'the current representation.',
+    schema: { type: 'string', minLength: 3, maxLength: 64, pattern: '^"[A-Za-z0-9_-]+"$' },
+  },
   'Idempotent-Replayed': {
     name: 'Idempotent-Replayed',
     required: false,
@@ -129,6 +139,44 @@ export const HEADERS = {
 } as const satisfies Record<string, SharedHeader>;
 
 export type HeaderKey = keyof typeof HEADERS;
+
+/** An OpenAPI Parameter Object for a request header, kept under `components.parameters`. */
+export interface SharedParameter {
+  name: string;
+  in: 'header';
+  description: string;
+  required: false;
+  schema: Record<string, unknown>;
+}
+
+/** Every request header the service documents, keyed by its name in `components.parameters`. */
+export const PARAMETERS = {
+  IfNoneMatch: {
+    name: 'If-None-Match',
+    in: 'header',
+    required: false,
+    description:
+      'Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, ' +
+      'a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the ' +
+      'representation the service would send, the answer is `304 Not Modified` without a body; the request is ' +
+      'authenticated and counted against the rate limits like any other.',
+    schema: { type: 'string', maxLength: 8192 },
+  },
+} as const satisfies Record<string, SharedParameter>;
+
+export type ParameterKey = keyof typeof PARAMETERS;
+
+/**
+ * How a route's schema names the shared request headers it reads: a key @fastify/swagger copies onto
+ * the operation as it is (an `x-` extension), which openapi.ts turns into `$ref` parameters. Not a
+ * `headers` schema, which Fastify would validate on every request for a field the route only compares.
+ */
+export const PARAMETER_MARK = 'x-shared-parameters';
+
+/** The route schema part of an operation that answers `If-None-Match`. */
+export function conditionalRequest(): { [PARAMETER_MARK]: ParameterKey[] } {
+  return { [PARAMETER_MARK]: ['IfNoneMatch'] };
+}
 
 /**
  * How a route's response names a shared header for @fastify/swagger, which copies each entry of a
@@ -168,6 +216,20 @@ function headerMarks(keys: HeaderKey[]): Record<string, { [HEADER_MARK]: HeaderK
 
 export function json(status: number, ref: string, description: string, options: ResponseOptions = {}) {
   return { description, headers: headerMarks(headersFor(status, options)), $ref: `${ref}#` };
+}
+
+/**
+ * The 304 of an operation that answers `If-None-Match`: no body, and the headers its 200 would carry
+ * that RFC 9110 §15.4.5 keeps (the tag, `Link`, the deprecation fields) besides those of every answer.
+ */
+export function notModified(options: ResponseOptions = {}) {
+  return {
+    description:
+      "Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; " +
+      'the headers are those of the 200, the `ETag` among them.',
+    type: 'null',
+    headers: headerMarks(headersFor(304, { ...options, headers: [...(options.headers ?? []), 'ETag'] })),
+  };
 }
 
 /** One error status: what it means, and its name as a shared response of the document. */
