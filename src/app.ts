@@ -30,7 +30,7 @@ import { validation } from './http/validation.ts';
 import { KeyBans } from './limits/bans.ts';
 import type { RateLimiter } from './limits/limiter.ts';
 import type { Store } from './storage/store.ts';
-import { createLogger } from './logger.ts';
+import { createLogger, requestLogger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 
 export interface Clock {
@@ -65,6 +65,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), () => apiMethods);
   const app = Fastify({
     loggerInstance: logger,
+    childLoggerFactory: requestLogger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     // The client's address is worked out by client-address.ts from TRUST_PROXY, not by Fastify.

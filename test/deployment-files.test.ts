@@ -86,7 +86,10 @@ test("the container runs the serve command as npm start does, with the Node.js f
     .split(/\s+/);
   assert.deepEqual(cmd, start);
   assert.deepEqual(cmd, ['./dist/cli/main.js', 'serve'], 'the built command itself, so its first line sets the flags');
-  assert.match(read('src/cli/main.ts').split('\n')[0]!, /^#!\/usr\/bin\/env -S node --max-semi-space-size=4 --experimental-sqlite$/);
+  assert.match(
+    read('src/cli/main.ts').split('\n')[0]!,
+    /^#!\/usr\/bin\/env -S node --max-semi-space-size=4 --no-maglev --experimental-sqlite$/,
+  );
   assert.match(dockerfile, /^USER node$/m, 'runs as a non-root user');
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
 });

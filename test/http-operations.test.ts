@@ -7,10 +7,55 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { hashKey } from '../src/domain/api-key.ts';
+import { createLogger, requestLogger } from '../src/logger.ts';
 import { exchange } from './support/raw-http.ts';
 import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe("a request's logger", () => {
+  /** A logger at `level` writing to an array, and the children made of it. */
+  function recording(level: 'info' | 'warn') {
+    const written: Record<string, unknown>[] = [];
+    const parent = createLogger(level, { write: (line: string) => void written.push(JSON.parse(line)) });
+    const made: unknown[] = [];
+    const child = parent.child.bind(parent);
+    parent.child = ((...args: Parameters<typeof parent.child>) => (made.push(args[0]), child(...args))) as typeof parent.child;
+    return { parent, written, made };
+  }
+
+  test('is made only when the request writes a line, once, and its lines carry the request id', () => {
+    const { parent, written, made } = recording('warn');
+    const log = requestLogger.call(null as never, parent, { requestId: 'r-1' }, {}, undefined as never);
+    assert.equal(log.level, 'warn');
+    log.info('below the level');
+    log.debug({ a: 1 }, 'below the level');
+    assert.deepEqual([made.length, written.length], [0, 0], 'nothing made or written for a quiet request');
+    log.warn({ keyId: 'k' }, 'first');
+    log.error(new Error('boom'), 'second');
+    assert.equal(made.length, 1, 'one child for the request');
+    assert.deepEqual(
+      written.map((l) => [l.requestId, l.msg, l.level]),
+      [
+        ['r-1', 'first', 40],
+        ['r-1', 'second', 50],
+      ],
+    );
+    assert.equal(written[0]!.keyId, 'k');
+  });
+
+  test("a route's own log level makes the child at once, at that level", () => {
+    const { parent, written, made } = recording('warn');
+    const log = requestLogger.call(null as never, parent, { requestId: 'r-2' }, { level: 'info' }, undefined as never);
+    assert.equal(made.length, 1);
+    assert.equal(log.level, 'info');
+    log.info('at info');
+    assert.deepEqual(
+      written.map((l) => [l.requestId, l.msg]),
+      [['r-2', 'at info']],
+    );
+  });
+});
 
 describe('request ids', () => {
   let server: TestServer;

@@ -341,9 +341,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
         };
         const ids = (pets: Pet[]) => pets.map((p) => p.id);
 
-        test('listPetsJson, where an engine offers it, writes the same pages as listPets', () =>
+        test('listPetsJson writes the same pages as listPets, in the text the JSON serialiser would write', () =>
           withStore(async ({ store }) => {
-            if (!store.listPetsJson) return;
             await seed(store);
             await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
             const asPets = (json: string) =>
@@ -371,6 +370,10 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
               const page = await store.listPetsJson({ status, afterId, limit });
               const label = `${status}/${afterId}/${limit}`;
               assert.deepEqual(asPets(page.json), rows.slice(0, limit), label);
+              // Byte for byte: the page's ETag is a digest of this text.
+              const asText = (pet: Pet) =>
+                `{"id":${pet.id},"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":${JSON.stringify(pet.status)}}`;
+              assert.equal(page.json, `[${rows.slice(0, limit).map(asText).join(',')}]`, label);
               assert.equal(page.more, rows.length > limit, label);
               assert.equal(page.lastId, rows.length >= limit ? rows[limit - 1]!.id : undefined, label);
             }

@@ -253,7 +253,7 @@ test("a traceparent is continued on SQLite: the request's span, its SQLite calls
   const deployment = sqliteDeployment();
   try {
     const { spans, within, described } = await traceOneRequest(deployment);
-    for (const method of ['findKeyByHash', 'listPets']) {
+    for (const method of ['findKeyByHash', 'listPetsJson']) {
       const span = spans.find((s) => s.name === `sqlite ${method}`);
       assert.ok(span && within(span), `a span for the SQLite call ${method} within the request:\n${described}`);
       assert.equal(span.kind, 3, 'a client span');

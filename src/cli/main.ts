@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=4 --experimental-sqlite
+#!/usr/bin/env -S node --max-semi-space-size=4 --no-maglev --experimental-sqlite
 /**
  * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations

@@ -13,8 +13,9 @@ const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
 
 /** The operation's id from the route schema; the route itself for probes; "unmatched" otherwise. */
 export function operationOf(request: FastifyRequest): string {
-  const schema = request.routeOptions.schema as { operationId?: string } | undefined;
-  return schema?.operationId ?? request.routeOptions.url ?? 'unmatched';
+  // routeOptions is a getter that builds a new object each time: read once.
+  const { schema, url } = request.routeOptions;
+  return (schema as { operationId?: string } | undefined)?.operationId ?? url ?? 'unmatched';
 }
 
 /** Reads the client's address and the guard's key fields, so it needs their declarations. */

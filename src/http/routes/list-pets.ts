@@ -97,28 +97,14 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
         afterId = position.afterId;
       }
 
-      let body: string;
-      let lastId: bigint | undefined;
-      if (pets.listPetsJson) {
-        // The engine writes the page's JSON itself: no row objects to build and serialise again.
-        const page = await pets.listPetsJson({ status, afterId, limit });
-        body = page.json;
-        if (page.more) lastId = page.lastId!;
-      } else {
-        // One extra row tells whether a next page exists without a second query.
-        const page = await pets.listPets({ status, afterId, limit: limit + 1 });
-        if (page.length > limit) {
-          page.length = limit;
-          lastId = page[limit - 1]!.id;
-        }
-        body = reply.serialize(page) as string; // the route's JSON serializer yields text
-      }
+      // The engine writes the page's JSON itself: no row objects to build and serialise again.
+      const { json: body, more, lastId } = await pets.listPetsJson({ status, afterId, limit });
       // The last page is served as read, its tag taken from its body each time: it changes as pets are added.
-      if (lastId === undefined) return sendRepresentation(request, reply, lastPageAsRead(cacheKey, body));
+      if (!more || lastId === undefined) return sendRepresentation(request, reply, lastPageAsRead(cacheKey, body));
       const link = nextLink(limit, status, lastId);
-      const page: CachedPage = { ...representationOf(body, link), link };
-      finished.set(cacheKey, page);
-      return sendRepresentation(request, reply.header('Link', link), page);
+      const full: CachedPage = { ...representationOf(body, link), link };
+      finished.set(cacheKey, full);
+      return sendRepresentation(request, reply.header('Link', link), full);
     },
   );
 };
