@@ -9,6 +9,11 @@
  * DATABASE_URL names and, for `serve` only, the server (Fastify and everything under it) are loaded
  * when a command needs them, and tracing (OpenTelemetry) only when `serve` runs with
  * OTEL_EXPORTER_OTLP_ENDPOINT set. `--help` and `--version` read neither configuration nor storage.
+ *
+ * The first line holds every Node.js flag the server runs with, so `npm start`, the container and the
+ * benchmark all get them: a 4 MiB young generation and no Maglev (V8's mid-tier compiler) bound peak
+ * memory at no measured cost in CPU (BENCHMARKS.md), and --experimental-sqlite gives Node.js 22.12
+ * node:sqlite.
  */
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';
