@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { acceptsCoding, RENDERER_FILE } from '../src/http/routes/docs.ts';
+import { RENDERER_FILE } from '../src/http/routes/docs.ts';
 import { startTestServer, type TestServer } from './support/servers.ts';
 import { request } from './support/raw-http.ts';
 
@@ -142,15 +142,33 @@ test("links to #operation/<operationId> are mapped to the renderer's anchors by 
   assert.match(script.body, /#operation/);
 });
 
-test('Accept-Encoding is read as RFC 9110 says: names, q-values, the wildcard, any case', () => {
-  assert.equal(acceptsCoding(undefined, 'br'), false);
-  assert.equal(acceptsCoding('BR', 'br'), true);
-  assert.equal(acceptsCoding('gzip ; q=0.001', 'gzip'), true);
-  assert.equal(acceptsCoding('gzip;q=0', 'gzip'), false);
-  assert.equal(acceptsCoding('*', 'br'), true);
-  assert.equal(acceptsCoding('*;q=0, gzip', 'br'), false);
-  assert.equal(acceptsCoding('br;q=0, *', 'br'), false);
-  assert.equal(acceptsCoding('deflate', 'gzip'), false);
+test("the renderer's coding is chosen as RFC 9110 weighs Accept-Encoding, and its tag answers If-None-Match", async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const page = await request(`${server.url}/docs`, {});
+  const src = /<script src="([^"]+)"><\/script>/.exec(page.body)![1]!;
+  const get = (headers: Record<string, string>) => request(`${server.url}${src}`, { headers });
+  for (const [accept, coding] of [
+    [undefined, undefined],
+    ['BR', 'br'],
+    ['gzip ; q=0.001', 'gzip'],
+    ['gzip;q=0', undefined],
+    ['*', 'br'],
+    ['*;q=0, gzip', 'gzip'],
+    ['br;q=0, *', 'gzip'],
+    ['gzip;q=1, br;q=0.5', 'gzip'],
+    ['deflate', undefined],
+  ] as const) {
+    const res = await get(accept === undefined ? {} : { 'accept-encoding': accept });
+    assert.equal(res.status, 200, String(accept));
+    assert.equal(res.headers['content-encoding'], coding, String(accept));
+    assert.equal(res.headers.vary, 'Accept-Encoding');
+    const again = await get({ ...(accept === undefined ? {} : { 'accept-encoding': accept }), 'if-none-match': `W/${res.headers.etag}` });
+    assert.equal(again.status, 304, `${accept}: its own tag, weakly compared`);
+    assert.equal(again.bytes.length, 0);
+  }
+  const other = await get({ 'accept-encoding': 'br', 'if-none-match': (await get({})).headers.etag! });
+  assert.equal(other.status, 200, "the identity file's tag does not match the br file");
 });
 
 test('the documentation is limited per address like keyless API requests', async (t) => {

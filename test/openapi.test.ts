@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { ERROR_CODES } from '../src/http/api-error.ts';
+import { request } from './support/raw-http.ts';
 import { call, startTestServer, type TestServer } from './support/servers.ts';
 
 const committed = readFileSync(new URL('../openapi.json', import.meta.url), 'utf8');
@@ -21,6 +23,26 @@ describe('OpenAPI document', () => {
     assert.equal(served.status, 200);
     assert.match(served.headers.get('content-type')!, /^application\/json/);
     assert.equal(served.text, committed);
+  });
+
+  test('comes in br or gzip when asked, with an ETag per coding that If-None-Match turns into a 304', async () => {
+    const url = `${server.url}/v1/openapi.json`;
+    const plain = await request(url, {});
+    assert.equal(plain.headers['content-encoding'], undefined);
+    assert.match(plain.headers.etag!, /^"[A-Za-z0-9_-]{22}"$/);
+    assert.equal(plain.headers.vary, 'Accept-Encoding');
+    const br = await request(url, { headers: { 'accept-encoding': 'br' } });
+    assert.equal(br.headers['content-encoding'], 'br');
+    assert.equal(brotliDecompressSync(br.bytes).toString('utf8'), committed);
+    assert.ok(br.bytes.length < committed.length / 5, `${br.bytes.length} bytes in br`);
+    const gzip = await request(url, { headers: { 'accept-encoding': 'gzip' } });
+    assert.equal(gunzipSync(gzip.bytes).toString('utf8'), committed);
+    assert.equal(new Set([plain.headers.etag, br.headers.etag, gzip.headers.etag]).size, 3, 'a tag per coding');
+    const again = await request(url, { headers: { 'accept-encoding': 'br', 'if-none-match': br.headers.etag! } });
+    assert.equal(again.status, 304);
+    assert.equal(again.bytes.length, 0);
+    assert.equal(again.headers.etag, br.headers.etag);
+    assert.ok(again.headers['x-ratelimit-limit'], 'charged, with its rate-limit headers');
   });
 
   test('is OpenAPI 3.1 with the three operations, bearer security, and getPet deprecated', () => {
@@ -60,7 +82,7 @@ describe('OpenAPI document', () => {
       listPets: ['200', '304', '400', '401', '405', '429', '500', '503'],
       createPet: ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'],
       getPet: ['200', '304', '400', '401', '404', '405', '410', '429', '500', '503'],
-      getOpenApiDocument: ['200', '405', '429', '500', '503'],
+      getOpenApiDocument: ['200', '304', '405', '429', '500', '503'],
     };
     const ops = [doc.paths['/pets'].get, doc.paths['/pets'].post, doc.paths['/pets/{petId}'].get, doc.paths['/openapi.json'].get];
     for (const op of ops) {
@@ -87,7 +109,7 @@ describe('OpenAPI document', () => {
     assert.ok(headersOf(doc.paths['/pets'].post.responses['201']).Location.required);
   });
 
-  test('declares ETag on the 200s, a 304 without a body, and If-None-Match, for listPets and getPet and their HEAD', () => {
+  test('declares ETag on the 200s, a 304 without a body, and If-None-Match, for listPets, getPet, the document and their HEAD', () => {
     const parameter = doc.components.parameters.IfNoneMatch;
     assert.deepEqual([parameter.name, parameter.in, parameter.required], ['If-None-Match', 'header', false]);
     for (const [path, method] of [
@@ -95,6 +117,8 @@ describe('OpenAPI document', () => {
       ['/pets', 'head'],
       ['/pets/{petId}', 'get'],
       ['/pets/{petId}', 'head'],
+      ['/openapi.json', 'get'],
+      ['/openapi.json', 'head'],
     ] as const) {
       const operation = doc.paths[path][method];
       const label = `${method} ${path}`;
@@ -109,7 +133,8 @@ describe('OpenAPI document', () => {
       for (const name of ['ETag', 'X-Request-Id', 'X-RateLimit-Remaining', 'RateLimit'])
         assert.ok(headers[name]?.required, `${label} 304 ${name}`);
       if (path === '/pets') assert.equal(headers.Link.required, false, `${label} 304 Link to the next page`);
-      else for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(headers[name].required, `${label} 304 ${name}`);
+      else if (path === '/pets/{petId}')
+        for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(headers[name].required, `${label} 304 ${name}`);
     }
     assert.equal(doc.paths['/pets'].post.responses['304'], undefined);
     assert.ok(!(doc.paths['/pets'].post.parameters ?? []).some((p: any) => p.$ref), 'createPet reads no If-None-Match');

@@ -77,7 +77,7 @@ export interface paths {
         };
         /**
          * This document
-         * @description The OpenAPI 3.1 document of this interface, the one `/docs` renders. Needs no key; a request without one is counted against the client address's limit, one with a key against the key's.
+         * @description The OpenAPI 3.1 document of this interface, the one `/docs` renders. Needs no key; a request without one is counted against the client address's limit, one with a key against the key's. It carries an `ETag` (send it back in `If-None-Match` to get `304 Not Modified`) and comes in br or gzip when `Accept-Encoding` asks.
          */
         get: operations["getOpenApiDocument"];
         put?: never;
@@ -1017,7 +1017,10 @@ export interface operations {
     getOpenApiDocument: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1032,11 +1035,26 @@ export interface operations {
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["OpenApiDocument"];
                 };
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
@@ -1076,7 +1094,10 @@ export interface operations {
     getOpenApiDocumentHead: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Entity tags of representations the client already has (RFC 9110 §13.1.2), e.g. the `ETag` of an earlier answer, a list such as `"a", "b"`, weak tags (`W/"a"`, compared by their opaque part) or `*`. When one names the representation the service would send, the answer is `304 Not Modified` without a body; the request is authenticated and counted against the rate limits like any other. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1091,6 +1112,21 @@ export interface operations {
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not Modified: `If-None-Match` names the representation that would be sent, so the client's copy is current. No body; the headers are those of the 200, the `ETag` among them. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;

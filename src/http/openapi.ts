@@ -18,6 +18,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { INT64_MAX } from '../domain/int64.ts';
 import { ERROR_CODES } from './api-error.ts';
 import {
+  conditionalRequest,
   ERROR_STATUSES,
   HEADER_MARK,
   HEADERS,
@@ -25,12 +26,14 @@ import {
   json,
   errors,
   KEYLESS_ERRORS,
+  notModified,
   PARAMETER_MARK,
   PARAMETERS,
   type HeaderKey,
   type ParameterKey,
 } from './responses.ts';
 import { allowField } from './routes/method-not-allowed.ts';
+import { representationOf, sendRepresentation, type Representation } from './representation.ts';
 import { ListPetsQuery, SHARED_SCHEMAS } from './schemas.ts';
 
 /**
@@ -353,7 +356,9 @@ export function renderOpenApi(app: FastifyInstance): string {
 }
 
 export function serveOpenApi(app: FastifyInstance): void {
-  let document: string | undefined;
+  // Made at the first request, when every route is registered; then served like a cached page: with
+  // its ETag (and 304), and compressed once per coding (85 KB as JSON, about 8 KB in br).
+  let document: Representation | undefined;
   app.get(
     '/openapi.json',
     {
@@ -362,16 +367,22 @@ export function serveOpenApi(app: FastifyInstance): void {
         summary: 'This document',
         description:
           'The OpenAPI 3.1 document of this interface, the one `/docs` renders. Needs no key; a request without one is counted ' +
-          "against the client address's limit, one with a key against the key's.",
+          "against the client address's limit, one with a key against the key's. It carries an `ETag` (send it back in " +
+          '`If-None-Match` to get `304 Not Modified`) and comes in br or gzip when `Accept-Encoding` asks.',
         tags: ['document'],
         security: [],
-        response: { 200: json(200, 'OpenApiDocument', 'The OpenAPI document.'), ...errors(KEYLESS_ERRORS) },
+        ...conditionalRequest(),
+        response: {
+          200: json(200, 'OpenApiDocument', 'The OpenAPI document.', { headers: ['ETag'] }),
+          304: notModified(),
+          ...errors(KEYLESS_ERRORS),
+        },
       },
       config: { public: true },
     },
-    async (_request, reply) => {
-      document ??= renderOpenApi(app);
-      return reply.type('application/json; charset=utf-8').send(document);
+    async (request, reply) => {
+      document ??= representationOf(renderOpenApi(app));
+      return sendRepresentation(request, reply, document);
     },
   );
 }

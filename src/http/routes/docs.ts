@@ -21,6 +21,8 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import { chooseCoding, type Coding } from '../compression.ts';
+import { codedTag, noneMatchHits } from '../conditional.ts';
 import type { GuardHook } from '../guard.ts';
 
 /** assets/ at the project root: the same two levels up from src/http/routes and dist/http/routes. */
@@ -112,17 +114,16 @@ const page = (rendererPath: string, anchors: Record<string, string>) => `<!docty
 /**
  * One built representation of the renderer, read from its file for each answer rather than held in
  * memory (the three copies would keep about 6.5 MiB in every process for a page few requests ask
- * for); each has its own strong ETag (RFC 9110 §8.8.3).
+ * for); each has its own strong ETag (RFC 9110 §8.8.3), named as compression.ts names coded tags.
  */
-interface Representation {
-  coding: 'br' | 'gzip' | 'identity';
+interface BuiltFile {
   file: URL;
   size: number;
   etag: string;
 }
 
-/** The renderer as built, in each content coding, best first; identity last, for any client. */
-function findRenderer(): { version: string; representations: Representation[] } {
+/** The renderer as built, in each content coding the API's answers use. */
+function findRenderer(): { version: string; representations: Record<Coding, BuiltFile> } {
   const file = (suffix: string) => new URL(`${RENDERER_FILE}${suffix}`, ASSETS);
   const sizeOf = (url: URL) => {
     try {
@@ -133,34 +134,21 @@ function findRenderer(): { version: string; representations: Representation[] } 
       });
     }
   };
-  const sizes = { br: sizeOf(file('.br')), gzip: sizeOf(file('.gz')), identity: sizeOf(file('')) };
   // Read once, at start, to name the version; the bytes are not kept.
   const version = createHash('sha256')
     .update(readFileSync(file('')))
     .digest('base64url')
     .slice(0, 22);
+  const built = (suffix: string, etag: string): BuiltFile => ({ file: file(suffix), size: sizeOf(file(suffix)), etag });
+  const identityTag = `"${version}"`;
   return {
     version,
-    representations: [
-      { coding: 'br', file: file('.br'), size: sizes.br, etag: `"${version}-br"` },
-      { coding: 'gzip', file: file('.gz'), size: sizes.gzip, etag: `"${version}-gzip"` },
-      { coding: 'identity', file: file(''), size: sizes.identity, etag: `"${version}"` },
-    ],
+    representations: {
+      br: built('.br', codedTag(identityTag, 'br')),
+      gzip: built('.gz', codedTag(identityTag, 'gzip')),
+      identity: built('', identityTag),
+    },
   };
-}
-
-/** Whether an Accept-Encoding value accepts the coding (RFC 9110 §12.5.3): listed, or `*`, with q > 0. */
-export function acceptsCoding(acceptEncoding: string | undefined, coding: string): boolean {
-  if (acceptEncoding === undefined) return false;
-  let wildcard = false;
-  for (const item of acceptEncoding.split(',')) {
-    const [name = '', ...params] = item.split(';').map((part) => part.trim().toLowerCase());
-    const q = params.find((p) => p.startsWith('q='));
-    const accepted = q === undefined || Number(q.slice(2)) > 0;
-    if (name === coding) return accepted;
-    if (name === '*') wildcard = accepted;
-  }
-  return wildcard;
 }
 
 export interface DocsOptions {
@@ -187,17 +175,16 @@ export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promis
     reply.header('Cache-Control', 'public, max-age=31536000, immutable').type('text/javascript; charset=utf-8').send(ANCHORS_SCRIPT),
   );
   app.get(rendererPath, route, async (request, reply) => {
-    const accept = request.headers['accept-encoding'];
-    const chosen = renderer.representations.find((r) => r.coding === 'identity' || acceptsCoding(accept, r.coding))!;
+    // Weighed as the API's answers are (compression.ts): q-values, `*`, and br before gzip at equal weight.
+    const coding = chooseCoding(request.headers['accept-encoding']);
+    const chosen = renderer.representations[coding];
     reply
       .header('Cache-Control', 'public, max-age=31536000, immutable')
       .header('Vary', 'Accept-Encoding')
       .header('ETag', chosen.etag)
       .type('text/javascript; charset=utf-8');
-    if (chosen.coding !== 'identity') reply.header('Content-Encoding', chosen.coding);
-    if (request.headers['if-none-match']?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === chosen.etag)) {
-      return reply.code(304).send();
-    }
+    if (coding !== 'identity') reply.header('Content-Encoding', coding);
+    if (noneMatchHits(request.headers['if-none-match'], chosen.etag)) return reply.code(304).send();
     return reply.header('Content-Length', chosen.size).send(createReadStream(chosen.file));
   });
 }
