@@ -357,7 +357,7 @@ export function renderOpenApi(app: FastifyInstance): string {
 
 export function serveOpenApi(app: FastifyInstance): void {
   // Made at the first request, when every route is registered; then served like a cached page: with
-  // its ETag (and 304), and compressed once per coding (85 KB as JSON, about 8 KB in br).
+  // its ETag (and 304), and compressed once per coding (87 KB as JSON, 8.8 KB in br, 9.1 KB in gzip).
   let document: Representation | undefined;
   app.get(
     '/openapi.json',

@@ -114,7 +114,7 @@ const page = (rendererPath: string, anchors: Record<string, string>) => `<!docty
 /**
  * One built representation of the renderer, read from its file for each answer rather than held in
  * memory (the three copies would keep about 6.5 MiB in every process for a page few requests ask
- * for); each has its own strong ETag (RFC 9110 §8.8.3), named as compression.ts names coded tags.
+ * for); each has its own strong ETag (RFC 9110 §8.8.3), suffixed per coding as conditional.ts's codedTag does.
  */
 interface BuiltFile {
   file: URL;
@@ -139,7 +139,10 @@ function findRenderer(): { version: string; representations: Record<Coding, Buil
     .update(readFileSync(file('')))
     .digest('base64url')
     .slice(0, 22);
-  const built = (suffix: string, etag: string): BuiltFile => ({ file: file(suffix), size: sizeOf(file(suffix)), etag });
+  const built = (suffix: string, etag: string): BuiltFile => {
+    const url = file(suffix);
+    return { file: url, size: sizeOf(url), etag };
+  };
   const identityTag = `"${version}"`;
   return {
     version,
