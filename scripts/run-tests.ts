@@ -1,7 +1,9 @@
 /**
  * Runs the test suite on every engine the machine offers: SQLite with the in-process limiter always,
  * then the HTTP suites again on PostgreSQL with Redis, plus the multi-instance and outage tests, when
- * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set. Which file runs where is listed in
+ * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set; and then all of that once more
+ * through a PgBouncer in transaction pooling mode that this script starts (test/support/pgbouncer.ts),
+ * with the migrations and the storage contract. Which file runs where is listed in
  * test/suites.ts; a file in no list (or a listed file that is gone) stops the run. A skipped engine
  * is announced loudly, and under CI=true it is a failure unless PETSTORE_TEST_ENGINES=sqlite asked
  * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line).
@@ -10,7 +12,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { listProblems, ON_EVERY_ENGINE, ON_POSTGRES_AND_REDIS, ONCE } from '../test/suites.ts';
+import { pgbouncerInstalled, startPgbouncer } from '../test/support/pgbouncer.ts';
+import { ALSO_THROUGH_PGBOUNCER, listProblems, ON_EVERY_ENGINE, ON_POSTGRES_AND_REDIS, ONCE } from '../test/suites.ts';
 
 const present = readdirSync('test').filter((f) => f.endsWith('.test.ts'));
 const problems = listProblems(present);
@@ -37,10 +40,10 @@ interface Pass {
 const passes: Pass[] = [];
 const work = mkdtempSync(join(tmpdir(), 'petstore-tests-'));
 
-function run(engine: string, label: string, list: string[]): boolean {
-  console.log(`\n=== ${engine} on Node.js ${process.version}: ${list.length} test files ===\n`);
+function run(engine: string, label: string, list: string[], env: NodeJS.ProcessEnv = {}): boolean {
+  console.log(`\n=== ${label} on Node.js ${process.version}: ${list.length} test files ===\n`);
   // The spec reporter for people, and TAP into a file for the summary at the end.
-  const tap = join(work, `${engine}.tap`);
+  const tap = join(work, `pass-${passes.length}.tap`);
   const result = spawnSync(
     process.execPath,
     [
@@ -51,7 +54,7 @@ function run(engine: string, label: string, list: string[]): boolean {
       `--test-reporter-destination=${tap}`,
       ...list,
     ],
-    { stdio: 'inherit', env: { ...process.env, PETSTORE_TEST_ENGINE: engine } },
+    { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine } },
   );
   const ok = result.status === 0;
   passes.push({ name: `${label} (${list.length} files)`, ok, ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '') });
@@ -81,6 +84,7 @@ if (requested === 'sqlite') {
   notRun.push('the PostgreSQL + Redis pass (PETSTORE_TEST_ENGINES=sqlite)');
 } else if (process.env.PETSTORE_TEST_POSTGRES_URL && process.env.PETSTORE_TEST_REDIS_URL) {
   ok = run('postgres', 'PostgreSQL + Redis', inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS])) && ok;
+  ok = (await runThroughPgbouncer(process.env.PETSTORE_TEST_POSTGRES_URL)) && ok;
 } else {
   banner([
     skippedEngines,
@@ -94,6 +98,25 @@ if (requested === 'sqlite') {
   }
 }
 rmSync(work, { recursive: true, force: true });
+
+/** The PostgreSQL pass again with PgBouncer (transaction pooling, default settings) in front of the server. */
+async function runThroughPgbouncer(postgresUrl: string): Promise<boolean> {
+  const label = 'PostgreSQL through PgBouncer (transaction pooling) + Redis';
+  if (!pgbouncerInstalled()) {
+    banner([`SKIPPED: ${label}: PgBouncer is not installed (apt-get install pgbouncer).`]);
+    notRun.push(`${label} (PgBouncer not installed)`);
+    if (process.env.CI === 'true') console.error('CI=true: refusing to pass without the PgBouncer pass.');
+    return process.env.CI !== 'true';
+  }
+  const bouncer = await startPgbouncer(postgresUrl);
+  try {
+    return run('postgres', label, inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS, ...ALSO_THROUGH_PGBOUNCER]), {
+      PETSTORE_TEST_POSTGRES_URL: bouncer.url,
+    });
+  } finally {
+    await bouncer.stop();
+  }
+}
 
 // One summary at the very end: every part that ran, and every part that did not.
 const lines = ['Summary of npm test', ''];

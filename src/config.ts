@@ -76,6 +76,33 @@ export const VARIABLES = [
     app: false,
   }),
   variable({
+    env: 'REDIS_CLUSTER_NODES',
+    field: 'redisClusterNodes',
+    schema: Schema.String({ pattern: /^\s*rediss?:\/\/[^,\s]+(?:\s*,\s*rediss?:\/\/[^,\s]+)*\s*$/.source }),
+    accepts: 'comma-separated URLs starting with `redis://` or `rediss://`',
+    secret: true,
+    default: undefined,
+    description:
+      'Counters in a Redis Cluster instead, reached through these seed nodes (the rest are discovered); with `REDIS_URL` unset. ' +
+      "A user and password in the URLs, and `rediss://`'s TLS, apply to every node.",
+    app: false,
+    parse(raw): readonly string[] | undefined {
+      if (raw === undefined) return undefined;
+      const nodes = raw.split(',').map((node) => node.trim());
+      for (const node of nodes) if (!URL.canParse(node)) throw new ConfigError('REDIS_CLUSTER_NODES holds a URL that is not valid');
+      return Object.freeze(nodes);
+    },
+  }),
+  variable({
+    env: 'REDIS_TLS_CA_FILE',
+    field: 'redisTlsCaFile',
+    schema: Schema.String(),
+    accepts: 'the path of a PEM file',
+    default: undefined,
+    description: "Certificate authorities (PEM) trusted for `rediss://`, as managed Redis services hand them out. Unset: the system's.",
+    app: false,
+  }),
+  variable({
     env: 'REDIS_KEY_PREFIX',
     field: 'redisKeyPrefix',
     schema: Schema.String({ pattern: /^[A-Za-z0-9_.:-]{1,64}$/.source }),
@@ -377,6 +404,15 @@ const SHUTDOWN_AFTER_DRAIN_MS = 2000;
 
 /** Checks across variables, each giving its refusal when broken. */
 const RULES: readonly ((config: Config) => string | undefined)[] = [
+  ({ redisUrl, redisClusterNodes }) =>
+    redisUrl !== undefined && redisClusterNodes !== undefined
+      ? 'REDIS_URL and REDIS_CLUSTER_NODES name two Redis deployments: set one (a single Redis, or the seed nodes of a cluster)'
+      : undefined,
+  // A CA file read for nothing is a sign of a URL left at redis:// by mistake: say so at start.
+  (config) =>
+    config.redisTlsCaFile !== undefined && !redisUrls(config)?.some((url) => url.startsWith('rediss://'))
+      ? 'REDIS_TLS_CA_FILE is set, but no rediss:// URL is: use rediss:// in REDIS_URL or REDIS_CLUSTER_NODES, or unset it'
+      : undefined,
   // Node refuses a headers timeout longer than the request timeout it is part of.
   ({ headersTimeoutMs, requestTimeoutMs }) =>
     headersTimeoutMs > requestTimeoutMs
@@ -394,6 +430,11 @@ const RULES: readonly ((config: Config) => string | undefined)[] = [
         `SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs})`
       : undefined,
 ];
+
+/** The Redis limiter's target, from REDIS_URL or REDIS_CLUSTER_NODES; undefined for the in-memory limiter. */
+export function redisUrls(config: Pick<Config, 'redisUrl' | 'redisClusterNodes'>): readonly string[] | undefined {
+  return config.redisClusterNodes ?? (config.redisUrl === undefined ? undefined : [config.redisUrl]);
+}
 
 export function loadConfig(env: Env): Readonly<Config> {
   const config = readTable(VARIABLES, env);

@@ -10,7 +10,7 @@ import { resolve } from 'node:path';
 import v8 from 'node:v8';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
-import { ConfigError, type Config } from './config.ts';
+import { ConfigError, redisUrls, type Config } from './config.ts';
 import { docsUrlBeside } from './http/api.ts';
 import { startMetricsListener } from './http/metrics-listener.ts';
 import type { TlsFiles } from './http/node-server.ts';
@@ -54,27 +54,48 @@ function boundHeapGrowth(): void {
   v8.setFlagsFromString('--heap-growing-percent=100');
 }
 
-/** Where a redis:// URL points, for messages and the log: host and port, never the credentials. */
-function describeRedis(url: string): string {
-  return `Redis at ${URL.parse(url)?.host || 'localhost'}`;
+/** Where Redis is, for messages and the log: hosts and ports, never the credentials. */
+function describeRedis(urls: readonly string[], cluster: boolean): string {
+  const hosts = urls.map((url) => URL.parse(url)?.host || 'localhost');
+  return cluster ? `the Redis Cluster seeded by ${hosts.join(', ')}` : `Redis at ${hosts[0]}`;
+}
+
+/** A variable's value with every password of the URLs it holds taken out. */
+function withoutPasswords(message: string, urls: readonly string[]): string {
+  return urls.reduce((text, url) => withoutPassword(text, url), message);
+}
+
+/** Reads REDIS_TLS_CA_FILE at start, so a missing file stops the server with one clear line. */
+function readRedisCa(path: string | undefined): Buffer | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new ConfigError(`REDIS_TLS_CA_FILE cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
 }
 
 /**
- * The shared limiter when REDIS_URL is set, else the in-memory one. A Redis that does not answer at
- * start does not stop the server: it would serve exactly as it does when Redis fails later (limits
- * counted per instance until Redis is back), and refusing to start would turn a Redis outage into a
- * restart loop of every instance. The warning names REDIS_URL so the operator knows what to fix.
+ * The shared limiter when REDIS_URL or REDIS_CLUSTER_NODES is set, else the in-memory one. A Redis
+ * that does not answer at start does not stop the server: it would serve exactly as it does when
+ * Redis fails later (limits counted per instance until Redis is back), and refusing to start would
+ * turn a Redis outage into a restart loop of every instance. The warning names the variable so the
+ * operator knows what to fix.
  */
 async function openLimiter(config: Readonly<Config>, logger: FastifyBaseLogger, metrics: Metrics): Promise<RateLimiter> {
-  if (!config.redisUrl) return new MemoryRateLimiter();
-  // The Redis client is loaded only when REDIS_URL is set; a single instance never carries it.
+  const urls = redisUrls(config);
+  if (!urls) return new MemoryRateLimiter();
+  const cluster = config.redisClusterNodes !== undefined;
+  const tlsCa = readRedisCa(config.redisTlsCaFile);
+  // The Redis client is loaded only when Redis is named; a single instance never carries it.
   const { RedisRateLimiter } = await import('./limits/redis.ts');
-  const limiter = new RedisRateLimiter({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, log: logger, metrics });
+  const limiter = new RedisRateLimiter({ urls, cluster, tlsCa, keyPrefix: config.redisKeyPrefix, log: logger, metrics });
   const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
   if (problem !== undefined) {
+    const variable = cluster ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL';
     logger.warn(
-      { limiter: { engine: 'redis', target: describeRedis(config.redisUrl), reachable: false } },
-      `REDIS_URL names ${describeRedis(config.redisUrl)}, which cannot be reached (${withoutPassword(problem, config.redisUrl)}): ` +
+      { limiter: { engine: 'redis', target: describeRedis(urls, cluster), reachable: false } },
+      `${variable} names ${describeRedis(urls, cluster)}, which cannot be reached (${withoutPasswords(problem, urls)}): ` +
         'serving with rate limits counted in memory on this instance until it answers',
     );
   }
@@ -87,7 +108,10 @@ function startFacts(config: Readonly<Config>, address: AddressInfo) {
     config.database.engine === 'sqlite'
       ? { engine: 'sqlite' as const, path: config.database.path === ':memory:' ? ':memory:' : resolve(config.database.path) }
       : { engine: 'postgres' as const, target: describePostgres(config.database.url) };
-  const limiter = config.redisUrl ? { engine: 'redis' as const, target: describeRedis(config.redisUrl) } : { engine: 'memory' as const };
+  const urls = redisUrls(config);
+  const limiter = urls
+    ? { engine: 'redis' as const, target: describeRedis(urls, config.redisClusterNodes !== undefined) }
+    : { engine: 'memory' as const };
   const scheme = config.tls ? 'https' : 'http';
   const at = (host: string) => `${scheme}://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
   // A wildcard address is not one to browse to; from this machine, loopback reaches it.
@@ -124,7 +148,10 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   boundHeapGrowth();
   const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
   const metrics = createMetrics();
-  const store = await openStore(config, tracing?.traceSqlite);
+  const store = await openStore(config, tracing?.traceSqlite, {
+    info: (message) => logger.info(message),
+    warn: (message) => logger.warn(message),
+  });
   const limiter = await openLimiter(config, logger, metrics);
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
   app.addHook('onClose', async () => {

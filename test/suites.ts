@@ -28,6 +28,13 @@ export const ON_EVERY_ENGINE = [
 export const ON_POSTGRES_AND_REDIS = ['scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
 
 /**
+ * Run once more through PgBouncer in transaction pooling mode (scripts/run-tests.ts), with the HTTP
+ * suites and the two above: the files of ONCE whose PostgreSQL parts a transaction pooler could break
+ * (migrations at a concurrent start, every store operation).
+ */
+export const ALSO_THROUGH_PGBOUNCER = ['migrations.test.ts', 'storage-contract.test.ts'];
+
+/**
  * Run once, in the SQLite pass. Those that also cover PostgreSQL (the storage contract, migrations,
  * idempotent creates, durability, shutdown, secrets) start it themselves when PETSTORE_TEST_POSTGRES_URL
  * is set.
@@ -49,6 +56,7 @@ export const ONCE = [
   'page-cache.test.ts',
   'plugin-order.test.ts',
   'proxy-nginx.test.ts',
+  'redis-managed.test.ts',
   'sdk-browser.test.ts',
   'sdk-package.test.ts',
   'secrets-never-leak.test.ts',
@@ -70,5 +78,7 @@ export function listProblems(present: readonly string[]): string[] {
     if (times !== 1) problems.push(`${file} is in ${times} lists of test/suites.ts, not one`);
   }
   for (const file of listed) if (!present.includes(file)) problems.push(`test/suites.ts lists ${file}, which does not exist`);
+  for (const file of ALSO_THROUGH_PGBOUNCER)
+    if (!ONCE.includes(file)) problems.push(`ALSO_THROUGH_PGBOUNCER lists ${file}, which is not in ONCE`);
   return problems;
 }

@@ -5,16 +5,19 @@
  * trip. Keys are named by subject, window and window start, so a new window starts from zero by
  * construction; each expires a little after its window ends.
  *
+ * In a Redis Cluster every key of one subject carries the subject as a hash tag (`{key:ID}`), so they
+ * sit in one slot and one script still decides atomically; subjects spread over the slots.
+ *
  * When Redis cannot answer within a short timeout (or is known to be disconnected) the decision is
  * taken by an in-memory limiter of this instance instead: limits stay enforced per instance, headers
  * are still sent, a warning is logged and the fallback is counted. ioredis reconnects by itself, and
- * decisions return to Redis as soon as it is back.
+ * decisions return to Redis as soon as it is back (in a cluster: once a replica has taken over).
  */
-import { Redis } from 'ioredis';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
 import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
+import { connectRedis, type RedisClient } from './redis-client.ts';
 
 // KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; then limit and TTL per window.
 // Returns { admitted (1/0), count of window 1, count of window 2, ... } after the decision.
@@ -42,7 +45,11 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return ARGV[1]`;
 
 export interface RedisLimiterOptions {
-  url: string;
+  /** A single Redis's URL, or the seed nodes of a cluster when `cluster` is set. */
+  urls: readonly string[];
+  cluster?: boolean;
+  /** Certificate authorities (PEM) for `rediss://`. */
+  tlsCa?: Buffer;
   /** Namespace of every key, so that several deployments (or test runs) can share one Redis. */
   keyPrefix?: string;
   /** The longest a request waits for Redis before the in-memory fallback decides. */
@@ -55,7 +62,7 @@ type LimitCommand = (numKeys: number, ...args: (string | number)[]) => Promise<n
 type MarkCommand = (numKeys: number, key: string, nowMs: number, periodMs: number) => Promise<string>;
 
 export class RedisRateLimiter implements RateLimiter {
-  readonly #redis: Redis & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
+  readonly #redis: RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
   readonly #fallback = new MemoryRateLimiter();
   readonly #prefix: string;
   readonly #log: FastifyBaseLogger;
@@ -70,17 +77,12 @@ export class RedisRateLimiter implements RateLimiter {
     this.#prefix = options.keyPrefix ?? 'petstore';
     this.#log = options.log;
     this.#metrics = options.metrics;
-    const timeoutMs = options.timeoutMs ?? 250;
-    this.#redis = new Redis(options.url, {
-      // Fail at once while disconnected instead of queueing: the fallback answers meanwhile.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: timeoutMs,
-      connectTimeout: 1000,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-      // Concurrent requests' scripts leave in one write: fewer syscalls on both sides under load.
-      enableAutoPipelining: true,
-    }) as Redis & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
+    this.#redis = connectRedis({
+      urls: options.urls,
+      cluster: options.cluster ?? false,
+      tlsCa: options.tlsCa,
+      timeoutMs: options.timeoutMs ?? 250,
+    }) as RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
     this.#redis.defineCommand('petstoreMark', { lua: MARK_SCRIPT });
     // Reported through #degrade on the request path, and by reachableWithin at start.

@@ -9,6 +9,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, VARIABLES, type Config, type DatabaseTarget } from '../config.ts';
+import type { PostgresOptions } from './postgres/store.ts';
 import type { Store } from './store.ts';
 
 /** Where the database is when DATABASE_URL is unset. */
@@ -65,11 +66,13 @@ export function withoutPassword(message: string, url: string): string {
 
 /**
  * The store DATABASE_URL names. `traceSqlite`, given by the server with tracing on, wraps a SQLite
- * store so its calls become spans; PostgreSQL's driver is traced by its own instrumentation.
+ * store so its calls become spans; PostgreSQL's driver is traced by its own instrumentation. `log`
+ * hears what the PostgreSQL store adapts to a transaction pooler in front of the database.
  */
 export async function openStore(
   config: Pick<Config, 'database' | 'sqliteSynchronous'>,
   traceSqlite: (store: Store) => Store = (store) => store,
+  log?: PostgresOptions['log'],
 ): Promise<Store> {
   const target = config.database;
   if (target.engine === 'sqlite') {
@@ -85,7 +88,7 @@ export async function openStore(
   }
   const { openPostgresStore } = await import('./postgres/store.ts');
   try {
-    return await openPostgresStore({ url: target.url });
+    return await openPostgresStore({ url: target.url, log });
   } catch (err) {
     const reason = withoutPassword((err as Error).message || String((err as { code?: unknown }).code ?? err), target.url);
     throw new Error(`DATABASE_URL names ${describePostgres(target.url)}, which cannot be used: ${reason}`, { cause: err });

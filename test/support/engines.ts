@@ -92,11 +92,21 @@ export async function deleteRedisKeys(keyPrefix: string): Promise<void> {
 
 /** A Redis limiter in a key namespace of its own; cleanup() deletes its keys. */
 export async function createTestRedisLimiter(
-  options: { url?: string; log?: FastifyBaseLogger; metrics?: Metrics; keyPrefix?: string; timeoutMs?: number } = {},
+  options: {
+    url?: string;
+    cluster?: readonly string[];
+    tlsCa?: Buffer;
+    log?: FastifyBaseLogger;
+    metrics?: Metrics;
+    keyPrefix?: string;
+    timeoutMs?: number;
+  } = {},
 ): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
   const keyPrefix = options.keyPrefix ?? newKeyPrefix();
   const limiter = new RedisRateLimiter({
-    url: options.url ?? REDIS_URL!,
+    urls: options.cluster ?? [options.url ?? REDIS_URL!],
+    cluster: options.cluster !== undefined,
+    tlsCa: options.tlsCa,
     keyPrefix,
     log: options.log ?? createLogger('silent'),
     metrics: options.metrics ?? createMetrics(),

@@ -105,10 +105,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-export async function migrate(pool: Pool): Promise<void> {
+/** Applies what is missing, in one transaction whose statements are bounded by `timeoutMs` each. */
+export async function migrate(pool: Pool, timeoutMs: number): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
+    // Per transaction, not per session: a transaction pooler may hand the session to someone else.
+    await client.query(`SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`);
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);

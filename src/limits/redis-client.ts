@@ -1,0 +1,74 @@
+/**
+ * The connection the shared limiter talks through, as managed Redis services offer it: one Redis
+ * (REDIS_URL) or a Redis Cluster reached through seed nodes (REDIS_CLUSTER_NODES); `rediss://` for
+ * TLS, with the certificate authorities of REDIS_TLS_CA_FILE when the service has its own; an ACL user
+ * and password in the URL (`rediss://user:password@host:port`).
+ *
+ * Every option here serves the limiter's rule that a request never waits on Redis for long: nothing is
+ * queued while disconnected, no command is retried, each has a short timeout, and the client keeps
+ * reconnecting by itself while the in-memory fallback answers.
+ */
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+export interface RedisTarget {
+  /** One URL for a single Redis; the seed nodes of a cluster when `cluster` is set. */
+  urls: readonly string[];
+  cluster: boolean;
+  /** Certificate authorities (PEM) for `rediss://`; the system's when absent. */
+  tlsCa?: Buffer;
+  timeoutMs: number;
+}
+
+/** What both clients offer the limiter: scripts defined once, status and connection events. */
+export type RedisClient = Redis | Cluster;
+
+function nodeOptions(target: RedisTarget): RedisOptions {
+  return {
+    // Fail at once while disconnected instead of queueing: the fallback answers meanwhile.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: target.timeoutMs,
+    connectTimeout: 1000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  };
+}
+
+/** TLS options for `rediss://` URLs: the CA file's authorities when given. */
+function tlsFor(url: URL, tlsCa: Buffer | undefined): RedisOptions['tls'] {
+  if (url.protocol !== 'rediss:') return undefined;
+  return tlsCa ? { ca: tlsCa } : {};
+}
+
+export function connectRedis(target: RedisTarget): RedisClient {
+  const first = new URL(target.urls[0]!);
+  if (!target.cluster) {
+    return new Redis(target.urls[0]!, {
+      ...nodeOptions(target),
+      tls: tlsFor(first, target.tlsCa),
+      // Concurrent requests' scripts leave in one write: fewer syscalls on both sides under load.
+      enableAutoPipelining: true,
+    });
+  }
+  // Nodes found through the seeds (CLUSTER SLOTS) are reached with the seeds' credentials and TLS:
+  // a managed cluster has one user and one certificate chain for all of them.
+  const options: ClusterOptions = {
+    redisOptions: {
+      ...nodeOptions(target),
+      username: decodeURIComponent(first.username) || undefined,
+      password: decodeURIComponent(first.password) || undefined,
+      tls: tlsFor(first, target.tlsCa),
+    },
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    // A failover moves slots to a promoted replica; the map is read again every second, so the
+    // service returns to the cluster soon after, without waiting for a redirection.
+    slotsRefreshInterval: 1000,
+    slotsRefreshTimeout: target.timeoutMs,
+    clusterRetryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  };
+  const seeds = target.urls.map((url) => {
+    const parsed = new URL(url);
+    return { host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379) };
+  });
+  return new Cluster(seeds, options);
+}
