@@ -24,8 +24,8 @@ export const ON_EVERY_ENGINE = [
   'rate-limits.test.ts',
 ];
 
-/** Several instances sharing PostgreSQL and Redis, and their outages: only where both are given. */
-export const ON_POSTGRES_AND_REDIS = ['scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
+/** Several instances sharing PostgreSQL and Redis (one, or a cluster of the test's own), and their outages: only where both are given. */
+export const ON_POSTGRES_AND_REDIS = ['scale-out-cluster.test.ts', 'scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
 
 /**
  * Run once more through PgBouncer in transaction pooling mode (scripts/run-tests.ts), with the HTTP

@@ -59,7 +59,10 @@ export function connectRedis(target: RedisTarget): RedisClient {
       tls: tlsFor(first, target.tlsCa),
     },
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
+    // Not in a cluster: ioredis refuses an automatic pipeline whose scripts' keys sit in different
+    // slots of one node ("All keys in the pipeline should belong to the same slots allocation group"),
+    // which concurrent requests of different keys produce all the time.
+    enableAutoPipelining: false,
     // A failover moves slots to a promoted replica; the map is read again every second, so the
     // service returns to the cluster soon after, without waiting for a redirection.
     slotsRefreshInterval: 1000,
