@@ -50,6 +50,8 @@ test('an empty environment gives the defaults', () => {
     host: '127.0.0.1',
     database: { engine: 'sqlite', path: './data/petstore.db' },
     redisUrl: undefined,
+    redisClusterNodes: undefined,
+    redisTlsCaFile: undefined,
     redisKeyPrefix: 'petstore',
     environment: 'production',
     logLevel: 'info',
@@ -164,6 +166,7 @@ test('strings outside their pattern are refused, and a value that may hold a sec
     { DATABASE_URL: 'mysql://root:hunter2hunter2@db/app' },
     { DATABASE_URL: 'postgres://user:hunter2hunter2@host:notaport/db' },
     { REDIS_URL: 'http://:hunter2hunter2@cache' },
+    { REDIS_CLUSTER_NODES: 'rediss://u:hunter2hunter2@node-1:6379,node-2:6379' },
     { METRICS_TOKEN: 'hunter2 hunter2 hunter2' },
   ];
   for (const env of secrets) {
@@ -180,6 +183,22 @@ test('TRUST_PROXY=true is refused with the reason, and a list that is not addres
     'TRUST_PROXY',
     /must be false, a hop count or a comma-separated list of proxy addresses or CIDRs/,
   );
+});
+
+test('REDIS_CLUSTER_NODES takes seed URLs, excludes REDIS_URL, and a CA file needs a rediss:// URL', () => {
+  const config = loadConfig({ REDIS_CLUSTER_NODES: ' redis://10.0.0.1:7000 , rediss://u:p@10.0.0.2:7001' });
+  assert.deepEqual(config.redisClusterNodes, ['redis://10.0.0.1:7000', 'rediss://u:p@10.0.0.2:7001']);
+  assert.equal(config.redisUrl, undefined);
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://cache:6379', REDIS_CLUSTER_NODES: 'redis://node-1:6379' }),
+    /REDIS_URL and REDIS_CLUSTER_NODES name two Redis deployments: set one/,
+  );
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://cache:6379', REDIS_TLS_CA_FILE: '/etc/ca.pem' }),
+    /REDIS_TLS_CA_FILE is set, but no rediss:\/\/ URL is/,
+  );
+  assert.equal(loadConfig({ REDIS_URL: 'rediss://cache:6380', REDIS_TLS_CA_FILE: '/etc/ca.pem' }).redisTlsCaFile, '/etc/ca.pem');
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'rediss://a:1', REDIS_TLS_CA_FILE: '/etc/ca.pem' }).redisTlsCaFile, '/etc/ca.pem');
 });
 
 test('TLS_CERT and TLS_KEY come together or not at all', () => {
