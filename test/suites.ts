@@ -40,6 +40,7 @@ export const ALSO_THROUGH_PGBOUNCER = ['migrations.test.ts', 'storage-contract.t
  * is set.
  */
 export const ONCE = [
+  'capacity-model.test.ts',
   'cli.test.ts',
   'client-address.test.ts',
   'client.test.ts',
