@@ -29,17 +29,18 @@ const TRACING_FLUSH_RESERVE_MS = 200;
 /** How long the start waits for Redis to answer before serving with the in-memory fallback. */
 const REDIS_START_CHECK_MS = 2000;
 
-/** Reads the TLS files at start, so a missing or unreadable one stops the server with one clear line. */
+/** A file a variable names, read at start: a missing or unreadable one stops the server with one clear line. */
+function readNamedFile(variable: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new ConfigError(`${variable} cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
 function readTls(config: Readonly<Config>): TlsFiles | undefined {
   if (!config.tls) return undefined;
-  const read = (name: string, path: string) => {
-    try {
-      return readFileSync(path);
-    } catch (err) {
-      throw new ConfigError(`${name} cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-    }
-  };
-  return { cert: read('TLS_CERT', config.tls.certPath), key: read('TLS_KEY', config.tls.keyPath) };
+  return { cert: readNamedFile('TLS_CERT', config.tls.certPath), key: readNamedFile('TLS_KEY', config.tls.keyPath) };
 }
 
 /**
@@ -65,16 +66,6 @@ function withoutPasswords(message: string, urls: readonly string[]): string {
   return urls.reduce((text, url) => withoutPassword(text, url), message);
 }
 
-/** Reads REDIS_TLS_CA_FILE at start, so a missing file stops the server with one clear line. */
-function readRedisCa(path: string | undefined): Buffer | undefined {
-  if (path === undefined) return undefined;
-  try {
-    return readFileSync(path);
-  } catch (err) {
-    throw new ConfigError(`REDIS_TLS_CA_FILE cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-  }
-}
-
 /**
  * The shared limiter when REDIS_URL or REDIS_CLUSTER_NODES is set, else the in-memory one. A Redis
  * that does not answer at start does not stop the server: it would serve exactly as it does when
@@ -86,7 +77,7 @@ async function openLimiter(config: Readonly<Config>, logger: FastifyBaseLogger, 
   const urls = redisUrls(config);
   if (!urls) return new MemoryRateLimiter();
   const cluster = config.redisClusterNodes !== undefined;
-  const tlsCa = readRedisCa(config.redisTlsCaFile);
+  const tlsCa = config.redisTlsCaFile === undefined ? undefined : readNamedFile('REDIS_TLS_CA_FILE', config.redisTlsCaFile);
   // The Redis client is loaded only when Redis is named; a single instance never carries it.
   const { RedisRateLimiter } = await import('./limits/redis.ts');
   const limiter = new RedisRateLimiter({ urls, cluster, tlsCa, keyPrefix: config.redisKeyPrefix, log: logger, metrics });
