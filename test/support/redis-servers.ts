@@ -112,6 +112,8 @@ export function tlsLines(certs: Certificates): string[] {
 
 export interface RedisCluster {
   nodes: RedisProcess[];
+  /** CLUSTER NODES as the first live node reports it, for a failure's message. */
+  describe(): Promise<string>;
   /** Seed URLs, as REDIS_CLUSTER_NODES takes them. */
   seeds: string[];
   /** The node serving a slot as master now, from CLUSTER SHARDS as any live node reports it. */
@@ -119,30 +121,38 @@ export interface RedisCluster {
   stop(): Promise<void>;
 }
 
-/** CLUSTER INFO's state as a node reports it. */
-async function clusterState(port: number): Promise<string | undefined> {
+/** Whether a node is part of a healthy cluster: its state ok and, for a replica, its copy in sync with its master. */
+async function settled(port: number): Promise<boolean> {
   const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
     await redis.connect();
-    const info = (await redis.call('CLUSTER', 'INFO')) as string;
-    return /cluster_state:(\w+)/.exec(info)?.[1];
+    const cluster = String(await redis.call('CLUSTER', 'INFO'));
+    const replication = await redis.info('replication');
+    return /cluster_state:ok/.test(cluster) && (/role:master/.test(replication) || /master_link_status:up/.test(replication));
   } catch {
-    return undefined;
+    return false;
   } finally {
     redis.disconnect();
   }
 }
 
 /**
- * Six nodes, three masters each with a replica, created by redis-cli. A node is taken for failed after
- * cluster-node-timeout (1 s here), and its replica is then promoted.
+ * Six nodes, three masters each with a replica, created by redis-cli, returned once every replica is in
+ * sync. A node is taken for failed after cluster-node-timeout (1 s here), and its replica is then promoted.
  */
 export async function startCluster(dir: string): Promise<RedisCluster> {
   const nodes: RedisProcess[] = [];
   try {
     for (let i = 0; i < 6; i++) {
       nodes.push(
-        await startRedis(dir, `node-${i}`, ['cluster-enabled yes', `cluster-config-file nodes-${i}.conf`, 'cluster-node-timeout 1000']),
+        await startRedis(dir, `node-${i}`, [
+          'cluster-enabled yes',
+          `cluster-config-file nodes-${i}.conf`,
+          'cluster-node-timeout 1000',
+          // A replica takes over however long ago it last heard from its master: on a loaded machine
+          // its data may look older than the default allows (10 × the node timeout).
+          'cluster-replica-validity-factor 0',
+        ]),
       );
     }
     const create = spawnSync(
@@ -151,7 +161,8 @@ export async function startCluster(dir: string): Promise<RedisCluster> {
       { encoding: 'utf8' },
     );
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${create.stdout}${create.stderr}`);
-    await eventually(async () => (await Promise.all(nodes.map((n) => clusterState(n.port)))).every((s) => s === 'ok'), 20_000);
+    // Every replica in sync before a test starts: a replica that never synced would refuse to take over.
+    await eventually(async () => (await Promise.all(nodes.map((n) => settled(n.port)))).every(Boolean), 30_000);
   } catch (err) {
     await Promise.all(nodes.map((n) => n.kill()));
     throw err;
@@ -174,8 +185,20 @@ export async function startCluster(dir: string): Promise<RedisCluster> {
     throw new Error(`no live node knows slot ${slot}`);
   };
 
+  const describe = async (): Promise<string> => {
+    const live = nodes.find((n) => n.child.exitCode === null && n.child.signalCode === null);
+    if (!live) return 'no live node';
+    const redis = new Redis(live.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    try {
+      return String(await redis.call('CLUSTER', 'NODES'));
+    } finally {
+      redis.disconnect();
+    }
+  };
+
   return {
     nodes,
+    describe,
     seeds: nodes.slice(0, 2).map((n) => `redis://127.0.0.1:${n.port}`),
     masterOf,
     stop: async () => {
