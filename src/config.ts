@@ -112,6 +112,16 @@ export const VARIABLES = [
     app: false,
   }),
   variable({
+    env: 'RATE_LIMIT_BLOCK_MAX',
+    field: 'rateLimitBlockMax',
+    schema: Schema.Integer({ minimum: 1, maximum: 10_000 }),
+    default: 100,
+    description:
+      'With Redis: the most requests of one busy key an instance admits from one Redis call (1: one call per request). ' +
+      'Only keys whose every limit is at least a thousand times the block are pre-admitted; see Rate limiting in docs/decisions.md.',
+    app: false,
+  }),
+  variable({
     env: 'PETSTORE_ENV',
     field: 'environment',
     schema: Schema.Enum(ENVIRONMENTS),

@@ -100,6 +100,11 @@ export function createMetrics() {
       help: 'Rate-limit decisions taken by the in-memory fallback because Redis was unreachable.',
       registers: [registry],
     }),
+    limiterPreadmitted: new Counter({
+      name: 'petstore_ratelimit_preadmitted_total',
+      help: 'Requests admitted from a block of quota this instance took from Redis ahead, without a Redis call of their own (RATE_LIMIT_BLOCK_MAX).',
+      registers: [registry],
+    }),
     limiterDegraded: new Gauge({
       name: 'petstore_ratelimit_degraded',
       help: '1 while the Redis limiter is unreachable and this instance limits in memory, else 0.',

@@ -80,7 +80,15 @@ async function openLimiter(config: Readonly<Config>, logger: FastifyBaseLogger, 
   const tlsCa = config.redisTlsCaFile === undefined ? undefined : readNamedFile('REDIS_TLS_CA_FILE', config.redisTlsCaFile);
   // The Redis client is loaded only when Redis is named; a single instance never carries it.
   const { RedisRateLimiter } = await import('./limits/redis.ts');
-  const limiter = new RedisRateLimiter({ urls, cluster, tlsCa, keyPrefix: config.redisKeyPrefix, log: logger, metrics });
+  const limiter = new RedisRateLimiter({
+    urls,
+    cluster,
+    tlsCa,
+    keyPrefix: config.redisKeyPrefix,
+    maxBlock: config.rateLimitBlockMax,
+    log: logger,
+    metrics,
+  });
   const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
   if (problem !== undefined) {
     const variable = cluster ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL';

@@ -25,7 +25,12 @@ export const ON_EVERY_ENGINE = [
 ];
 
 /** Several instances sharing PostgreSQL and Redis (one, or a cluster of the test's own), and their outages: only where both are given. */
-export const ON_POSTGRES_AND_REDIS = ['scale-out-cluster.test.ts', 'scale-out-instances.test.ts', 'scale-out-outages.test.ts'];
+export const ON_POSTGRES_AND_REDIS = [
+  'scale-out-cluster.test.ts',
+  'scale-out-instances.test.ts',
+  'scale-out-outages.test.ts',
+  'scale-out-quota-blocks.test.ts',
+];
 
 /**
  * Run once more through PgBouncer in transaction pooling mode (scripts/run-tests.ts), with the HTTP

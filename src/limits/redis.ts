@@ -17,25 +17,42 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
 import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
+import { QuotaBlocks } from './quota-blocks.ts';
 import { connectRedis, type RedisClient } from './redis-client.ts';
 
-// KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; then limit and TTL per window.
-// Returns { admitted (1/0), count of window 1, count of window 2, ... } after the decision.
+// KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; ARGV[2]: the block wanted (1:
+// this request alone); then limit and TTL per window. A block larger than 1 is granted only while every
+// window has at least BLOCK_HEADROOM blocks left; else the request is counted alone, so the last of a
+// window's quota is always decided one request at a time.
+// Returns { requests counted (0: refused or looked only), count of window 1, count of window 2, ... }.
+const BLOCK_HEADROOM = 10;
 const SCRIPT = `
 local counts = {}
-local admitted = 1
+local admitted = true
+local size = tonumber(ARGV[2])
 for i, key in ipairs(KEYS) do
   counts[i] = tonumber(redis.call('GET', key) or '0')
-  if counts[i] >= tonumber(ARGV[i * 2]) then admitted = 0 end
+  local limit = tonumber(ARGV[i * 2 + 1])
+  if counts[i] >= limit then admitted = false end
+  if size > 1 and limit - counts[i] < size * ${BLOCK_HEADROOM} then size = 1 end
 end
-if admitted == 1 and ARGV[1] == '1' then
+if not admitted or ARGV[1] ~= '1' then size = 0 end
+if size > 0 then
   for i, key in ipairs(KEYS) do
-    counts[i] = redis.call('INCR', key)
-    if counts[i] == 1 then redis.call('PEXPIRE', key, ARGV[i * 2 + 1]) end
+    counts[i] = redis.call('INCRBY', key, size)
+    if counts[i] == size then redis.call('PEXPIRE', key, ARGV[i * 2 + 2]) end
   end
 end
-table.insert(counts, 1, admitted)
+table.insert(counts, 1, size)
 return counts`;
+
+// KEYS: the counters a block was counted in. ARGV[1]: its unspent requests, handed back to counters
+// that still exist (one whose window ended has expired, and must not come back without its expiry).
+const UNSPENT_SCRIPT = `
+for _, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then redis.call('DECRBY', key, ARGV[1]) end
+end
+return 0`;
 
 // KEYS[1]: the mark. ARGV: now, period. The stored first mark, or now when there was none.
 const MARK_SCRIPT = `
@@ -54,16 +71,31 @@ export interface RedisLimiterOptions {
   keyPrefix?: string;
   /** The longest a request waits for Redis before the in-memory fallback decides. */
   timeoutMs?: number;
+  /** The largest block of a busy key's quota taken at once (quota-blocks.ts); 1: every request asks Redis. */
+  maxBlock?: number;
   log: FastifyBaseLogger;
   metrics: Metrics;
 }
 
 type LimitCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
 type MarkCommand = (numKeys: number, key: string, nowMs: number, periodMs: number) => Promise<string>;
+type UnspentCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number>;
+type LimiterRedis = RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand; petstoreUnspent: UnspentCommand };
+
+/** How long a block of quota may be spent from before its rest is handed back. */
+const BLOCK_LIFETIME_MS = 1000;
 
 export class RedisRateLimiter implements RateLimiter {
-  readonly #redis: RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
+  readonly #redis: LimiterRedis;
   readonly #fallback = new MemoryRateLimiter();
+  readonly #blocks: QuotaBlocks;
+  readonly #blockSweep: NodeJS.Timeout;
+  /** Requests admitted from blocks since the metric was last told. */
+  #preadmitted = 0;
+  /** Per subject, the call to Redis for its next block while one is on its way. */
+  readonly #refills = new Map<string, Promise<LimitDecision>>();
+  /** Hand-backs on their way, which close() lets finish. */
+  readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
@@ -82,9 +114,20 @@ export class RedisRateLimiter implements RateLimiter {
       cluster: options.cluster ?? false,
       tlsCa: options.tlsCa,
       timeoutMs: options.timeoutMs ?? 250,
-    }) as RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand };
+    }) as LimiterRedis;
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
     this.#redis.defineCommand('petstoreMark', { lua: MARK_SCRIPT });
+    this.#redis.defineCommand('petstoreUnspent', { lua: UNSPENT_SCRIPT });
+    this.#blocks = new QuotaBlocks({
+      maxSize: options.maxBlock ?? 1,
+      lifetimeMs: BLOCK_LIFETIME_MS,
+      onUnspent: (block, unspent) => this.#handBack(block.counters, unspent),
+    });
+    // Unspent requests of blocks no request came back for are handed back within a lifetime or two.
+    this.#blockSweep = setInterval(() => {
+      this.#blocks.sweep(Date.now());
+      this.#countPreadmitted();
+    }, BLOCK_LIFETIME_MS).unref();
     // Reported through #degrade on the request path, and by reachableWithin at start.
     this.#redis.on('error', (err: Error) => (this.#lastError = err));
     this.#redis.on('ready', () => this.#recover());
@@ -126,7 +169,41 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.#decide(subject, limits, nowMs, true);
+    if (this.#blocks.capFor(limits.map((w) => w.limit)) <= 1) return this.#decide(subject, limits, nowMs, true);
+    const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
+    const remaining = this.#blocks.spend(subject, starts, nowMs);
+    if (remaining) {
+      this.#preadmitted++;
+      return Promise.resolve(decisionOf(limits, starts, true, remaining));
+    }
+    return this.#consumeFromBlock(subject, limits, starts, nowMs);
+  }
+
+  /**
+   * A subject with no block left asks Redis for one, once: requests that arrive while that call is
+   * on its way wait for it and spend from the block it brings, instead of each asking for its own.
+   */
+  async #consumeFromBlock(
+    subject: string,
+    limits: readonly WindowLimit[],
+    starts: readonly number[],
+    nowMs: number,
+  ): Promise<LimitDecision> {
+    for (let refill = this.#refills.get(subject); refill !== undefined; refill = this.#refills.get(subject)) {
+      await refill;
+      const remaining = this.#blocks.spend(subject, starts, nowMs);
+      if (remaining) {
+        this.#preadmitted++;
+        return decisionOf(limits, starts, true, remaining);
+      }
+    }
+    const refill = this.#decide(subject, limits, nowMs, true);
+    this.#refills.set(subject, refill);
+    try {
+      return await refill;
+    } finally {
+      if (this.#refills.get(subject) === refill) this.#refills.delete(subject);
+    }
   }
 
   peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
@@ -147,6 +224,11 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.#blockSweep);
+    this.#blocks.releaseAll();
+    this.#countPreadmitted();
+    // Each settles within the command timeout, so a hung Redis cannot hold the shutdown.
+    await Promise.allSettled(this.#handingBack);
     this.#redis.disconnect();
     await this.#fallback.close();
   }
@@ -159,24 +241,47 @@ export class RedisRateLimiter implements RateLimiter {
     // The {subject} hash tag keeps a subject's keys in one slot, as Redis Cluster needs for one script.
     const keys = limits.map((w, i) => `${this.#prefix}:{${subject}}:${w.name}:${starts[i]}`);
     const args = limits.flatMap((w) => [w.limit, w.windowMs + 5000]);
+    const limitValues = limits.map((w) => w.limit);
+    const cap = count ? this.#blocks.capFor(limitValues) : 1;
+    const wanted = cap > 1 ? this.#blocks.sizeFor(subject, cap) : 1;
     let reply: number[];
     try {
-      reply = await this.#redis.petstoreLimit(keys.length, ...keys, count ? 1 : 0, ...args);
+      reply = await this.#redis.petstoreLimit(keys.length, ...keys, count ? 1 : 0, wanted, ...args);
     } catch (err) {
       this.#retryAtMs = performance.now() + 1000;
       return this.#fallbackDecision(subject, limits, nowMs, count, err);
     }
     this.#recover();
-    return {
-      allowed: reply[0] === 1,
-      windows: limits.map((w, i) => ({
-        name: w.name,
-        limit: w.limit,
-        windowMs: w.windowMs,
-        remaining: Math.max(0, w.limit - Number(reply[i + 1])),
-        resetAtMs: starts[i]! + w.windowMs,
-      })),
-    };
+    const counted = Number(reply[0]);
+    const countsAfter = limits.map((_, i) => Number(reply[i + 1]));
+    if (counted > 0 && cap > 1) {
+      const remaining = this.#blocks.granted(subject, counted, { counters: keys, starts, limits: limitValues, countsAfter }, nowMs);
+      return decisionOf(limits, starts, true, remaining);
+    }
+    const allowed = count ? counted > 0 : countsAfter.every((n, i) => n < limits[i]!.limit);
+    return decisionOf(
+      limits,
+      starts,
+      allowed,
+      countsAfter.map((n, i) => limits[i]!.limit - n),
+    );
+  }
+
+  /** Pre-admissions are counted in a plain number on the request path and reach the metric once a second. */
+  #countPreadmitted(): void {
+    if (this.#preadmitted === 0) return;
+    this.#metrics.limiterPreadmitted.inc(this.#preadmitted);
+    this.#preadmitted = 0;
+  }
+
+  /** Hands a block's unspent requests back; one that cannot be handed back stays counted until its window ends. */
+  #handBack(counters: readonly string[], unspent: number): void {
+    if (this.#redis.status !== 'ready') return;
+    const sent: Promise<unknown> = this.#redis.petstoreUnspent(counters.length, ...counters, unspent).then(
+      () => this.#handingBack.delete(sent),
+      () => this.#handingBack.delete(sent),
+    );
+    this.#handingBack.add(sent);
   }
 
   #fallbackDecision(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, err: unknown): LimitDecision {
@@ -204,4 +309,22 @@ export class RedisRateLimiter implements RateLimiter {
     this.#metrics.limiterDegraded.set(0);
     this.#log.info('Redis reachable again: rate limiting is shared again');
   }
+}
+
+function decisionOf(
+  limits: readonly WindowLimit[],
+  starts: readonly number[],
+  allowed: boolean,
+  remaining: readonly number[],
+): LimitDecision {
+  return {
+    allowed,
+    windows: limits.map((w, i) => ({
+      name: w.name,
+      limit: w.limit,
+      windowMs: w.windowMs,
+      remaining: Math.max(0, remaining[i]!),
+      resetAtMs: starts[i]! + w.windowMs,
+    })),
+  };
 }

@@ -100,6 +100,8 @@ export async function createTestRedisLimiter(
     metrics?: Metrics;
     keyPrefix?: string;
     timeoutMs?: number;
+    /** RATE_LIMIT_BLOCK_MAX; the server's default (100) unless set. */
+    maxBlock?: number;
   } = {},
 ): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
   const keyPrefix = options.keyPrefix ?? newKeyPrefix();
@@ -111,6 +113,7 @@ export async function createTestRedisLimiter(
     log: options.log ?? createLogger('silent'),
     metrics: options.metrics ?? createMetrics(),
     timeoutMs: options.timeoutMs,
+    maxBlock: options.maxBlock ?? 100,
   });
   await limiter.ready();
   return Object.assign(limiter, { cleanup: () => deleteRedisKeys(keyPrefix) });

@@ -1,0 +1,156 @@
+/**
+ * Pre-admission: blocks of a busy key's quota, taken from Redis in one call and spent from memory.
+ *
+ * A key whose limits are far above what one instance sees of it need not cost a Redis round trip per
+ * request. When an instance keeps asking Redis about the same subject, it asks for a block instead:
+ * one script counts `size` requests at once (only while every window has plenty left, see redis.ts),
+ * and the instance admits the next `size - 1` requests of that subject from memory. Sizes double
+ * while each block is spent before it expires, and shrink to what was spent when one is not.
+ *
+ * What stays exact: nothing is admitted that was not counted in Redis first, so no key is ever
+ * admitted more than its limit across all instances. What becomes approximate: a block's unspent
+ * requests are counted but not yet used. They are handed back (by the caller, through `onUnspent`)
+ * as soon as the block expires, is replaced, or the limiter closes; until then another instance may
+ * refuse the key at its limit while this one still holds part of it, for at most one block lifetime.
+ * Blocks are only taken where that cannot matter: a block is at most a thousandth of the smallest
+ * window's limit, so keys on the standard plans (1,000 a minute at most) never take one.
+ */
+
+/** A block is at most this share of its smallest window's limit. */
+const BLOCK_SHARE_OF_LIMIT = 1 / 1000;
+
+/** The part of a key's windows a block was taken from: the counters' names and what they held after it. */
+export interface BlockWindows {
+  /** The Redis counters the block was counted in, one per window. */
+  counters: readonly string[];
+  /** The windows' start instants (epoch ms); a block serves only within the same windows. */
+  starts: readonly number[];
+  limits: readonly number[];
+  /** Each counter's value right after the block was counted. */
+  countsAfter: readonly number[];
+}
+
+interface Block extends BlockWindows {
+  size: number;
+  spent: number;
+  expiresAtMs: number;
+}
+
+/** A subject's current block, and the size its next request to Redis asks for. */
+interface Demand {
+  block: Block | undefined;
+  nextSize: number;
+  /** When the subject was last seen; idle subjects are forgotten by sweep(). */
+  seenAtMs: number;
+}
+
+export interface QuotaBlocksOptions {
+  /** The largest block, in requests; 1 turns pre-admission off. */
+  maxSize: number;
+  /** How long a block may be spent from before its rest is handed back. */
+  lifetimeMs: number;
+  /** Hands a block's unspent requests back to the counters it was taken from. */
+  onUnspent: (windows: BlockWindows, unspent: number) => void;
+}
+
+export class QuotaBlocks {
+  readonly #subjects = new Map<string, Demand>();
+  readonly #maxSize: number;
+  readonly #lifetimeMs: number;
+  readonly #onUnspent: QuotaBlocksOptions['onUnspent'];
+
+  constructor(options: QuotaBlocksOptions) {
+    this.#maxSize = Math.max(1, Math.floor(options.maxSize));
+    this.#lifetimeMs = options.lifetimeMs;
+    this.#onUnspent = options.onUnspent;
+  }
+
+  /**
+   * Spends one request of the subject's block when it has one for these windows: the remaining
+   * request count of each window as this instance knows it, or undefined when Redis must be asked.
+   */
+  spend(subject: string, starts: readonly number[], nowMs: number): number[] | undefined {
+    const demand = this.#subjects.get(subject);
+    if (demand === undefined) return undefined;
+    demand.seenAtMs = nowMs;
+    const block = demand.block;
+    if (block === undefined) return undefined;
+    if (block.expiresAtMs <= nowMs || !sameWindows(block.starts, starts)) {
+      this.#retire(demand, block, starts);
+      return undefined;
+    }
+    if (block.spent >= block.size) {
+      // Spent within its lifetime: the subject is busier than the block, so the next one doubles.
+      demand.block = undefined;
+      demand.nextSize = Math.min(this.#maxSize, block.size * 2);
+      return undefined;
+    }
+    block.spent++;
+    return remainingOf(block);
+  }
+
+  /** The largest block windows with these limits allow: 1 (never a block) for every standard plan. */
+  capFor(limits: readonly number[]): number {
+    return Math.min(this.#maxSize, Math.floor(Math.min(...limits) * BLOCK_SHARE_OF_LIMIT));
+  }
+
+  /** The block the subject's next request to Redis asks for: 1 (a plain decision) unless it is busy. */
+  sizeFor(subject: string, cap: number): number {
+    return Math.max(1, Math.min(this.#subjects.get(subject)?.nextSize ?? 1, cap));
+  }
+
+  /**
+   * Records what Redis granted for one admitted request: `size` requests counted, one of them this
+   * request's. The rest is spent by the next requests of the subject, within the block's lifetime.
+   */
+  granted(subject: string, size: number, windows: BlockWindows, nowMs: number): number[] {
+    const block: Block = { ...windows, size, spent: 1, expiresAtMs: nowMs + this.#lifetimeMs };
+    const demand = this.#subjects.get(subject);
+    if (demand === undefined) {
+      // A first request starts the subject's record with a plain decision; a second one within the
+      // lifetime finds the block spent and asks for two.
+      this.#subjects.set(subject, { block, nextSize: 1, seenAtMs: nowMs });
+    } else {
+      if (demand.block) this.#retire(demand, demand.block, windows.starts);
+      demand.block = block;
+      demand.seenAtMs = nowMs;
+    }
+    return remainingOf(block);
+  }
+
+  /** Hands back what expired blocks left unspent and forgets subjects idle for two lifetimes. */
+  sweep(nowMs: number): void {
+    for (const [subject, demand] of this.#subjects) {
+      const block = demand.block;
+      if (block && block.expiresAtMs <= nowMs) this.#retire(demand, block, undefined);
+      if (demand.block === undefined && demand.seenAtMs + 2 * this.#lifetimeMs <= nowMs) this.#subjects.delete(subject);
+    }
+  }
+
+  /** Hands back every block's unspent requests, as the limiter closes. */
+  releaseAll(): void {
+    for (const demand of this.#subjects.values()) if (demand.block) this.#retire(demand, demand.block, undefined);
+    this.#subjects.clear();
+  }
+
+  /**
+   * Ends a block: its unspent requests go back to its counters while their windows are the current
+   * ones (`currentStarts`, when known), and the next block is sized to what this one served.
+   */
+  #retire(demand: Demand, block: Block, currentStarts: readonly number[] | undefined): void {
+    demand.block = undefined;
+    demand.nextSize = Math.max(1, block.spent);
+    const unspent = block.size - block.spent;
+    // A counter of an ended window is worth nothing; it expires by itself.
+    if (unspent > 0 && (currentStarts === undefined || sameWindows(block.starts, currentStarts))) this.#onUnspent(block, unspent);
+  }
+}
+
+function sameWindows(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((start, i) => start === b[i]);
+}
+
+/** What each window has left as this instance knows it: its unspent block is still the key's to use. */
+function remainingOf(block: Block): number[] {
+  return block.limits.map((limit, i) => Math.max(0, limit - block.countsAfter[i]! + (block.size - block.spent)));
+}
