@@ -211,6 +211,28 @@ function postgresExtra(): void {
       }
     });
 
+    test('a create that PostgreSQL refuses fails alone: the creates sent with it are stored', async () => {
+      const database = await createTestDatabase();
+      try {
+        const store = await openTestPostgresStore(database.url);
+        // PostgreSQL refuses NUL in text (the API refuses it before the store); sent among others, it
+        // fails their shared statement, and each is then inserted alone.
+        const results = await Promise.allSettled(
+          ['first', 'nul \u0000 inside', 'third'].map((name) => store.createPet({ name, categoryId: 1n, status: 'available' })),
+        );
+        assert.equal(results[0]!.status, 'fulfilled');
+        assert.equal(results[1]!.status, 'rejected');
+        assert.equal(results[2]!.status, 'fulfilled');
+        assert.deepEqual(
+          (await store.listPets({ limit: 10 })).map((p) => p.name),
+          ['first', 'third'],
+        );
+        await store.close();
+      } finally {
+        await database.drop();
+      }
+    });
+
     test('keyset pagination by a rare status reads the (status, id) index', async () => {
       const database = await createTestDatabase();
       const client = new pg.Client({ connectionString: database.url });
@@ -296,6 +318,20 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual(c, { id: 3n, name: 'x', categoryId: 2n, status: 'sold' } satisfies Pet);
           assert.equal(typeof a.id, 'bigint');
           assert.equal(typeof a.categoryId, 'bigint');
+        }));
+
+      test('creates sent together are stored once each, every caller getting its own pet', () =>
+        withStore(async ({ store }) => {
+          const names = Array.from({ length: 150 }, (_, i) => `together ${i} \\ "quoted" {brace}, comma`);
+          const created = await Promise.all(names.map((name, i) => store.createPet({ name, categoryId: BigInt(i + 1), status: 'sold' })));
+          created.forEach((pet, i) => assert.deepEqual(pet, { id: pet.id, name: names[i]!, categoryId: BigInt(i + 1), status: 'sold' }));
+          assert.equal(new Set(created.map((p) => p.id)).size, 150);
+          const stored = await store.listPets({ limit: 100 });
+          const rest = await store.listPets({ afterId: stored.at(-1)!.id, limit: 100 });
+          assert.deepEqual(
+            [...stored, ...rest].sort((a, b) => (a.id < b.id ? -1 : 1)),
+            [...created].sort((a, b) => (a.id < b.id ? -1 : 1)),
+          );
         }));
 
       test('getPet returns what createPet returned', () =>

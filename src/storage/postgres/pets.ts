@@ -5,9 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { NewPet, Pet } from '../../domain/pet.ts';
-import { StorageUnavailableError } from '../errors.ts';
 import { toPet, type PetRow } from '../rows.ts';
 import type { ListPetsQuery, PetPageJson, PetStore } from '../store.ts';
+import { GroupInsert } from './group-insert.ts';
 import type { Query } from './query.ts';
 
 export const PET_COLUMNS = 'id, name, category_id, status';
@@ -75,22 +75,12 @@ export class UnacknowledgedCreates {
 }
 
 export function postgresPets(query: Query, unacknowledged: UnacknowledgedCreates): PetStore {
+  const creates = new GroupInsert(query, (tokens) => tokens.forEach((token) => unacknowledged.add(token)));
   return {
     fullPagesAreFinal: false,
 
     async createPet(pet: NewPet): Promise<Pet> {
-      const token = randomUUID();
-      try {
-        const [row] = await query<PetRow>(
-          `INSERT INTO pets (name, category_id, status, create_token) VALUES ($1, $2, $3, $4) RETURNING ${PET_COLUMNS}`,
-          [pet.name, pet.categoryId.toString(), pet.status, token],
-          'create-pet',
-        );
-        return toPet(row!);
-      } catch (err) {
-        if (err instanceof StorageUnavailableError) unacknowledged.add(token);
-        throw err;
-      }
+      return toPet(await creates.add(pet, randomUUID()));
     },
 
     async getPet(id: bigint): Promise<Pet | undefined> {
