@@ -6,7 +6,7 @@ import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.ts';
 import { CursorCodec, type CursorPosition } from '../src/domain/cursor.ts';
 import { INT64_MAX, isPositiveInt64 } from '../src/domain/int64.ts';
 import { nameProblem, PET_STATUSES } from '../src/domain/pet.ts';
-import { exactInteger } from '../src/http/json-body.ts';
+import { exactInteger, exactTopLevelIntegers } from '../src/http/json-body.ts';
 
 const SECRET = 'a'.repeat(64);
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
@@ -313,4 +313,41 @@ describe('isPositiveInt64', () => {
   test('rejects zero, negatives and anything above int64', () => {
     for (const v of [0n, -1n, -(2n ** 63n), INT64_MAX + 1n, 2n ** 64n, 10n ** 40n]) assert.equal(isPositiveInt64(v), false, String(v));
   });
+});
+
+describe('exactTopLevelIntegers', () => {
+  /** The same answer as JSON.parse's reviver with source text access gives, which the scan replaces. */
+  function byReviver(text: string): Map<string, bigint | undefined> {
+    const holders: object[] = [];
+    const found: [string, string][] = [];
+    const root: unknown = JSON.parse(text, function (this: object, key: string, value: unknown, context?: { source?: string }) {
+      if (typeof value === 'number' && context?.source !== undefined) {
+        holders.push(this);
+        found.push([key, context.source]);
+      }
+      return value;
+    });
+    const exact = new Map<string, bigint | undefined>();
+    // An array's elements are not fields: only an object's members count.
+    if (Array.isArray(root)) return exact;
+    found.forEach(([key, literal], i) => holders[i] === root && exact.set(key, exactInteger(literal)));
+    return exact;
+  }
+
+  const bodies = [
+    '{"name":"Rex","categoryId":9223372036854775807}',
+    ' { "categoryId" : -12 , "name" : "a,b:{c}[d]\\"e", "x": 1.5e3, "y": 1.25 } ',
+    '{"n\\u0061me":"x","c\\"id":7,"nested":{"categoryId":5,"deep":[1,2,{"z":3}]},"after":[4],"last":0}',
+    '{"a":{"b":1},"c":2,"d":[{"e":3}],"f":"4","g":true,"h":null,"i":-0.0,"j":1E+2}',
+    '{}',
+    '[1,2,3]',
+    '42',
+    '"string"',
+    '{"categoryId":1,"categoryId":2}',
+  ];
+  for (const body of bodies) {
+    test(`finds what a reviver finds in ${body}`, () => {
+      assert.deepEqual(exactTopLevelIntegers(body), byReviver(body));
+    });
+  }
 });

@@ -3,9 +3,8 @@
  *
  * - Exact int64. JSON.parse turns 9223372036854775807 into 9223372036854775808. Schema validation
  *   runs on those ordinary numbers (it checks types and bounds); a handler that needs an exact
- *   integer reads it afterwards with exactTopLevelIntegers, which parses the kept text again with a
- *   reviver that sees each number's source text. Only bodies that passed validation (a few small
- *   fields) pay for the reviver, which costs several times the parse itself.
+ *   integer reads it afterwards with exactTopLevelIntegers, which finds each top-level number's
+ *   source text in the kept text. Only bodies that passed validation (a few small fields) pay for it.
  * - Duplicate keys. JSON.parse keeps the last of two equal keys; the body is refused instead when its
  *   top level names a key twice, whatever the values. (Fields are all top-level: a nested object is
  *   refused by the schema anyway.)
@@ -91,24 +90,53 @@ export function duplicateTopLevelKey(text: string, parsed: object): string | und
 
 /**
  * The exact values of the top-level object's integer-valued numbers (1, 1.0, 1e3 ...) by key;
- * undefined for a number with a fraction. The reviver sees each number's source text (ES2026 JSON
- * parse source text access, in Node.js since 21).
+ * undefined for a number with a fraction. Each number's source text is found by walking text that
+ * JSON.parse has already accepted, as topLevelKeyLiterals does: a reviver with source text access
+ * would find the same literals but costs several times the parse itself.
  */
 export function exactTopLevelIntegers(text: string): Map<string, bigint | undefined> {
-  const holders: object[] = [];
-  const found: [key: string, literal: string][] = [];
-  const root: unknown = JSON.parse(text, function (this: object, key: string, value: unknown, context?: { source?: string }) {
-    if (typeof value === 'number' && context?.source !== undefined) {
-      holders.push(this);
-      found.push([key, context.source]);
-    }
-    return value;
-  });
   const exact = new Map<string, bigint | undefined>();
-  found.forEach(([key, literal], i) => {
-    if (holders[i] === root) exact.set(key, exactInteger(literal));
-  });
+  let depth = 0;
+  let expectKey = false;
+  /** The key whose value comes next, while that value has not started. */
+  let key: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      const start = i;
+      let escaped = false;
+      for (i++; text.charCodeAt(i) !== 0x22; i++) {
+        if (text.charCodeAt(i) === 0x5c /* \ */) {
+          escaped = true;
+          i++;
+        }
+      }
+      if (depth === 1 && expectKey) key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
+      else key = undefined;
+      expectKey = false;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
+      let end = i + 1;
+      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
+      if (depth === 1 && key !== undefined) exact.set(key, exactInteger(text.slice(i, end)));
+      key = undefined;
+      i = end - 1;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      depth++;
+      expectKey = depth === 1 && c === 0x7b;
+      key = undefined;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+    } else if (c === 0x2c /* , */) {
+      expectKey = depth === 1;
+      key = undefined;
+    }
+  }
   return exact;
+}
+
+/** Digits, sign, point and exponent: what a JSON number literal is made of after its first character. */
+function isNumberChar(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
