@@ -102,7 +102,9 @@ export function createMetrics() {
     }),
     limiterPreadmitted: new Counter({
       name: 'petstore_ratelimit_preadmitted_total',
-      help: 'Requests admitted from a block of quota this instance took from Redis ahead, without a Redis call of their own (RATE_LIMIT_BLOCK_MAX).',
+      help:
+        'Requests admitted from a block of quota this instance took from Redis ahead, ' +
+        'without a Redis call of their own (RATE_LIMIT_BLOCK_MAX).',
       registers: [registry],
     }),
     limiterDegraded: new Gauge({

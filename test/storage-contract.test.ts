@@ -224,7 +224,7 @@ function postgresExtra(): void {
         assert.equal(results[1]!.status, 'rejected');
         assert.equal(results[2]!.status, 'fulfilled');
         assert.deepEqual(
-          (await store.listPets({ limit: 10 })).map((p) => p.name),
+          (await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).map((p) => p.name),
           ['first', 'third'],
         );
         await store.close();
@@ -326,8 +326,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           const created = await Promise.all(names.map((name, i) => store.createPet({ name, categoryId: BigInt(i + 1), status: 'sold' })));
           created.forEach((pet, i) => assert.deepEqual(pet, { id: pet.id, name: names[i]!, categoryId: BigInt(i + 1), status: 'sold' }));
           assert.equal(new Set(created.map((p) => p.id)).size, 150);
-          const stored = await store.listPets({ limit: 100 });
-          const rest = await store.listPets({ afterId: stored.at(-1)!.id, limit: 100 });
+          const stored = await store.listPets({ status: undefined, afterId: undefined, limit: 100 });
+          const rest = await store.listPets({ status: undefined, afterId: stored.at(-1)!.id, limit: 100 });
           assert.deepEqual(
             [...stored, ...rest].sort((a, b) => (a.id < b.id ? -1 : 1)),
             [...created].sort((a, b) => (a.id < b.id ? -1 : 1)),
