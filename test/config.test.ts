@@ -53,6 +53,7 @@ test('an empty environment gives the defaults', () => {
     redisClusterNodes: undefined,
     redisTlsCaFile: undefined,
     redisKeyPrefix: 'petstore',
+    rateLimitBlockMax: 100,
     environment: 'production',
     logLevel: 'info',
     trustProxy: { kind: 'none' },

@@ -109,7 +109,8 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
       'an instance fell back to memory',
     );
 
-    // The promoted replica serves the slot, and every instance counts there again by itself.
+    // The promoted replica serves the slot, and every instance counts there again by itself: by one
+    // request, or (this key's limits allow pre-admission) by a block at a time.
     await eventually(async () => (await cluster.masterOf(slot)) !== lost, 30_000).catch(async (err: Error) => {
       throw new Error(`${err.message}: no replica took slot ${slot} over from :${lost.port}\n${await cluster.describe()}`);
     });
@@ -118,7 +119,7 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
         const before = Number((await client.get(minuteCounter(id))) ?? 0);
         assert.equal((await get(i, key)).status, 200);
         const after = Number((await client.get(minuteCounter(id))) ?? 0);
-        return after === before + 1 && /petstore_ratelimit_degraded 0/.test(await scrape(i));
+        return after > before && /petstore_ratelimit_degraded 0/.test(await scrape(i));
       }, 20_000);
     }
   });
