@@ -47,3 +47,22 @@ export interface RateLimiter {
 export function windowStart(nowMs: number, windowMs: number): number {
   return nowMs - (nowMs % windowMs);
 }
+
+/** A decision on `limits`, from each window's start and what it has left (floored at 0). */
+export function decisionOf(
+  limits: readonly WindowLimit[],
+  starts: readonly number[],
+  allowed: boolean,
+  remaining: readonly number[],
+): LimitDecision {
+  return {
+    allowed,
+    windows: limits.map((w, i) => ({
+      name: w.name,
+      limit: w.limit,
+      windowMs: w.windowMs,
+      remaining: Math.max(0, remaining[i]!),
+      resetAtMs: starts[i]! + w.windowMs,
+    })),
+  };
+}

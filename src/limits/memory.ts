@@ -3,7 +3,7 @@
  * check-then-count below is atomic without locks; exact for one instance.
  */
 import { MINUTE_MS } from '../domain/durations.ts';
-import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
+import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
 interface Counter {
   start: number;
@@ -53,16 +53,12 @@ export class MemoryRateLimiter implements RateLimiter {
     });
     const allowed = limits.every((w, i) => counters[i]!.count < w.limit);
     if (allowed && count) for (const c of counters) c.count++;
-    return {
+    return decisionOf(
+      limits,
+      counters.map((c) => c.start),
       allowed,
-      windows: limits.map((w, i) => ({
-        name: w.name,
-        limit: w.limit,
-        windowMs: w.windowMs,
-        remaining: Math.max(0, w.limit - counters[i]!.count),
-        resetAtMs: counters[i]!.start + w.windowMs,
-      })),
-    };
+      counters.map((c, i) => limits[i]!.limit - c.count),
+    );
   }
 
   async close(): Promise<void> {

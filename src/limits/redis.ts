@@ -15,7 +15,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
-import { windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
+import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
 import { QuotaBlocks } from './quota-blocks.ts';
 import { connectRedis, type RedisClient } from './redis-client.ts';
@@ -309,22 +309,4 @@ export class RedisRateLimiter implements RateLimiter {
     this.#metrics.limiterDegraded.set(0);
     this.#log.info('Redis reachable again: rate limiting is shared again');
   }
-}
-
-function decisionOf(
-  limits: readonly WindowLimit[],
-  starts: readonly number[],
-  allowed: boolean,
-  remaining: readonly number[],
-): LimitDecision {
-  return {
-    allowed,
-    windows: limits.map((w, i) => ({
-      name: w.name,
-      limit: w.limit,
-      windowMs: w.windowMs,
-      remaining: Math.max(0, remaining[i]!),
-      resetAtMs: starts[i]! + w.windowMs,
-    })),
-  };
 }
