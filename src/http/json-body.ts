@@ -49,39 +49,64 @@ export function exactInteger(literal: string): bigint | undefined {
 }
 
 /**
- * The raw literals of the top-level object's keys, in order (`"name"`, `"n\u0061me"`), found by
- * walking text that JSON.parse has already accepted: strings are skipped whole, nesting is counted.
+ * Calls `member` for each member of the top-level object, in order, with its key's raw literal
+ * (`"name"`, `"n\u0061me"`) and, when its value is a number, that number's literal. Walks text that
+ * JSON.parse has already accepted: strings are skipped whole, nesting is counted.
  */
-function topLevelKeyLiterals(text: string): string[] {
-  const keys: string[] = [];
+function forEachTopLevelMember(text: string, member: (keyLiteral: string, numberLiteral: string | undefined) => void): void {
   let depth = 0;
   let expectKey = false;
+  /** The key literal whose value has not been reached yet. */
+  let pending: string | undefined;
+  const valueReached = (numberLiteral: string | undefined) => {
+    if (pending !== undefined) member(pending, numberLiteral);
+    pending = undefined;
+  };
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
       const start = i;
       for (i++; text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c /* \ */) i++;
-      if (depth === 1 && expectKey) keys.push(text.slice(start, i + 1));
+      if (depth === 1 && expectKey) pending = text.slice(start, i + 1);
+      else if (depth === 1) valueReached(undefined);
       expectKey = false;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
+      let end = i + 1;
+      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
+      if (depth === 1) valueReached(text.slice(i, end));
+      i = end - 1;
     } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (depth === 1) valueReached(undefined);
       depth++;
       expectKey = depth === 1 && c === 0x7b;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      if (depth === 1) valueReached(undefined);
       depth--;
-    } else if (c === 0x2c /* , */) {
-      expectKey = depth === 1;
+    } else if (c === 0x2c /* , */ && depth === 1) {
+      valueReached(undefined);
+      expectKey = true;
     }
   }
-  return keys;
+}
+
+/** Digits, sign, point and exponent: what a JSON number literal is made of after its first character. */
+function isNumberChar(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+}
+
+/** A key's raw literal unescaped; most keys have nothing to unescape. */
+function keyOf(literal: string): string {
+  return literal.includes('\\') ? (JSON.parse(literal) as string) : literal.slice(1, -1);
 }
 
 /** The first key the top-level object names twice (compared after unescaping), if any. */
 export function duplicateTopLevelKey(text: string, parsed: object): string | undefined {
-  const literals = topLevelKeyLiterals(text);
+  const literals: string[] = [];
+  forEachTopLevelMember(text, (literal) => literals.push(literal));
   if (literals.length === Object.keys(parsed).length) return undefined;
   const seen = new Set<string>();
   for (const literal of literals) {
-    const key = JSON.parse(literal) as string;
+    const key = keyOf(literal);
     if (seen.has(key)) return key;
     seen.add(key);
   }
@@ -91,52 +116,15 @@ export function duplicateTopLevelKey(text: string, parsed: object): string | und
 /**
  * The exact values of the top-level object's integer-valued numbers (1, 1.0, 1e3 ...) by key;
  * undefined for a number with a fraction. Each number's source text is found by walking text that
- * JSON.parse has already accepted, as topLevelKeyLiterals does: a reviver with source text access
+ * JSON.parse has already accepted (forEachTopLevelMember): a reviver with source text access
  * would find the same literals but costs several times the parse itself.
  */
 export function exactTopLevelIntegers(text: string): Map<string, bigint | undefined> {
   const exact = new Map<string, bigint | undefined>();
-  let depth = 0;
-  let expectKey = false;
-  /** The key whose value comes next, while that value has not started. */
-  let key: string | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22 /* " */) {
-      const start = i;
-      let escaped = false;
-      for (i++; text.charCodeAt(i) !== 0x22; i++) {
-        if (text.charCodeAt(i) === 0x5c /* \ */) {
-          escaped = true;
-          i++;
-        }
-      }
-      if (depth === 1 && expectKey) key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
-      else key = undefined;
-      expectKey = false;
-    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
-      let end = i + 1;
-      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
-      if (depth === 1 && key !== undefined) exact.set(key, exactInteger(text.slice(i, end)));
-      key = undefined;
-      i = end - 1;
-    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      depth++;
-      expectKey = depth === 1 && c === 0x7b;
-      key = undefined;
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
-      depth--;
-    } else if (c === 0x2c /* , */) {
-      expectKey = depth === 1;
-      key = undefined;
-    }
-  }
+  forEachTopLevelMember(text, (keyLiteral, numberLiteral) => {
+    if (numberLiteral !== undefined) exact.set(keyOf(keyLiteral), exactInteger(numberLiteral));
+  });
   return exact;
-}
-
-/** Digits, sign, point and exponent: what a JSON number literal is made of after its first character. */
-function isNumberChar(c: number): boolean {
-  return (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });

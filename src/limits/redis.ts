@@ -169,14 +169,15 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    if (this.#blocks.capFor(limits.map((w) => w.limit)) <= 1) return this.#decide(subject, limits, nowMs, true);
+    const cap = this.#blocks.capFor(limits.map((w) => w.limit));
+    if (cap <= 1) return this.#decide(subject, limits, nowMs, true);
     const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
     const remaining = this.#blocks.spend(subject, starts, nowMs);
     if (remaining) {
       this.#preadmitted++;
       return Promise.resolve(decisionOf(limits, starts, true, remaining));
     }
-    return this.#consumeFromBlock(subject, limits, starts, nowMs);
+    return this.#consumeFromBlock(subject, limits, starts, nowMs, cap);
   }
 
   /**
@@ -188,6 +189,7 @@ export class RedisRateLimiter implements RateLimiter {
     limits: readonly WindowLimit[],
     starts: readonly number[],
     nowMs: number,
+    cap: number,
   ): Promise<LimitDecision> {
     for (let refill = this.#refills.get(subject); refill !== undefined; refill = this.#refills.get(subject)) {
       await refill;
@@ -197,7 +199,7 @@ export class RedisRateLimiter implements RateLimiter {
         return decisionOf(limits, starts, true, remaining);
       }
     }
-    const refill = this.#decide(subject, limits, nowMs, true);
+    const refill = this.#decide(subject, limits, nowMs, true, cap);
     this.#refills.set(subject, refill);
     try {
       return await refill;
@@ -233,7 +235,8 @@ export class RedisRateLimiter implements RateLimiter {
     await this.#fallback.close();
   }
 
-  async #decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): Promise<LimitDecision> {
+  /** `cap`: the largest block these limits allow (QuotaBlocks.capFor), when counting; 1 asks for no block. */
+  async #decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, cap = 1): Promise<LimitDecision> {
     if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) {
       return this.#fallbackDecision(subject, limits, nowMs, count, undefined);
     }
@@ -241,8 +244,6 @@ export class RedisRateLimiter implements RateLimiter {
     // The {subject} hash tag keeps a subject's keys in one slot, as Redis Cluster needs for one script.
     const keys = limits.map((w, i) => `${this.#prefix}:{${subject}}:${w.name}:${starts[i]}`);
     const args = limits.flatMap((w) => [w.limit, w.windowMs + 5000]);
-    const limitValues = limits.map((w) => w.limit);
-    const cap = count ? this.#blocks.capFor(limitValues) : 1;
     const wanted = cap > 1 ? this.#blocks.sizeFor(subject, cap) : 1;
     let reply: number[];
     try {
@@ -255,7 +256,8 @@ export class RedisRateLimiter implements RateLimiter {
     const counted = Number(reply[0]);
     const countsAfter = limits.map((_, i) => Number(reply[i + 1]));
     if (counted > 0 && cap > 1) {
-      const remaining = this.#blocks.granted(subject, counted, { counters: keys, starts, limits: limitValues, countsAfter }, nowMs);
+      const windows = { counters: keys, starts, limits: limits.map((w) => w.limit), countsAfter };
+      const remaining = this.#blocks.granted(subject, counted, windows, nowMs);
       return decisionOf(limits, starts, true, remaining);
     }
     const allowed = count ? counted > 0 : countsAfter.every((n, i) => n < limits[i]!.limit);
