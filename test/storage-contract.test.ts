@@ -16,7 +16,7 @@ import type { NewPet, Pet } from '../src/domain/pet.ts';
 import type { Plan } from '../src/domain/plans.ts';
 import { LATEST_SQLITE_VERSION } from '../src/storage/sqlite/migrations.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
-import type { NewApiKey, Store } from '../src/storage/store.ts';
+import type { ListPetsQuery, NewApiKey, Store } from '../src/storage/store.ts';
 import pg from 'pg';
 import { LATEST_POSTGRES_VERSION } from '../src/storage/postgres/migrations.ts';
 import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './support/engines.ts';
@@ -140,6 +140,50 @@ function sqliteExtra(): void {
           }
           assert.equal((await store.createPet(newPet('after reopen'))).id, 5n);
         } finally {
+          await store.close();
+        }
+      });
+    });
+
+    test('a page assembled partly from pets read before and partly from the table is the text of a fresh read', async () => {
+      await withFile(async (path) => {
+        const raw = new DatabaseSync(path);
+        let store = openSqliteStore({ path, synchronous: 'normal' });
+        try {
+          for (let i = 0; i < 6; i++) await store.createPet(newPet(`p${i} "é"`, { status: i % 2 ? 'sold' : 'available' }));
+          // Ids at the top of the int64 range, written behind the store: decimal text must round-trip exactly.
+          raw.exec(
+            "INSERT INTO pets (id, name, category_id, status) VALUES (9223372036854775806, 'high', 1, 'sold'), (9223372036854775807, 'top', 2, 'sold')",
+          );
+          const queries: ListPetsQuery[] = [
+            { status: undefined, afterId: 2n, limit: 2 }, // pets 3 and 4 read first
+            { status: undefined, afterId: undefined, limit: 100 }, // then every pet, most of them not read yet
+            { status: 'sold', afterId: 4n, limit: 2 },
+            { status: 'sold', afterId: 9223372036854775806n, limit: 2 },
+          ];
+          const warm = [];
+          for (const query of queries) warm.push(await store.listPetsJson(query));
+          await store.close();
+          // Each page again from a store that has read nothing before it.
+          for (const [i, query] of queries.entries()) {
+            store = openSqliteStore({ path, synchronous: 'normal' });
+            assert.deepEqual(await store.listPetsJson(query), warm[i], `page ${i}`);
+            await store.close();
+          }
+          store = openSqliteStore({ path, synchronous: 'normal' });
+          assert.match(warm[1]!.json, /\{"id":9223372036854775807,"name":"top","categoryId":2,"status":"sold"\}\]$/);
+          assert.deepEqual(warm[2], {
+            json: '[{"id":6,"name":"p5 \\"é\\"","categoryId":1,"status":"sold"},{"id":9223372036854775806,"name":"high","categoryId":1,"status":"sold"}]',
+            lastId: 9223372036854775806n,
+            more: true,
+          });
+          assert.deepEqual(warm[3], {
+            json: '[{"id":9223372036854775807,"name":"top","categoryId":2,"status":"sold"}]',
+            lastId: undefined,
+            more: false,
+          });
+        } finally {
+          raw.close();
           await store.close();
         }
       });

@@ -7,6 +7,7 @@ import { toPet, type PetRow } from '../rows.ts';
 import type { ListPetsQuery, PetPageJson, PetStore } from '../store.ts';
 import { exact, type Database } from './driver.ts';
 import type { GroupCommit } from './group-commit.ts';
+import { PetJsonCache } from './pet-json-cache.ts';
 
 /** Inserts one pet, inside whatever transaction is open. */
 export type InsertPet = (pet: NewPet) => Pet;
@@ -18,36 +19,63 @@ export function prepareInsertPet(db: Database): InsertPet {
   return (pet) => toPet(insertPet.get(pet.name, pet.categoryId, pet.status) as unknown as PetRow);
 }
 
-/**
- * A page written as the response's JSON by SQLite itself, in one statement: the page's rows plus one
- * (which tells whether a next page exists), numbered, with the first `limit` of them aggregated in id
- * order. Reading 20 rows as objects with BigInt ids and serialising them again cost more than the
- * query (docs/decisions.md, "Pages are written as JSON by the database"). json_object writes the
- * text the route's serialiser would: the fields in this order, integers exact, names escaped alike.
- */
-const pageSql = (where: string) => `
-  SELECT '[' || coalesce(string_agg(
-           json_object('id', id, 'name', name, 'categoryId', category_id, 'status', status), ',' ORDER BY id
-         ) FILTER (WHERE rn <= :limit), '') || ']' AS json,
-         max(id) FILTER (WHERE rn = :limit) AS last_id,
-         count(*) AS n
-  FROM (
-    SELECT id, name, category_id, status, row_number() OVER (ORDER BY id) AS rn
-    FROM (SELECT id, name, category_id, status FROM pets WHERE ${where} ORDER BY id LIMIT :limit + 1)
-  )`;
+/** How many pets' JSON a store keeps for assembling pages (pet-json-cache.ts). */
+const PET_JSON_KEPT = 10_000;
 
-interface PageRow {
-  json: string;
-  last_id: bigint | null;
-  n: bigint;
+/**
+ * A page's ids, one more than `limit` (which tells whether a next page exists), in id order as one
+ * decimal text: an index-only read, with nothing per row for node:sqlite to turn into an object.
+ */
+const pageIdsSql = (where: string) => `
+  SELECT group_concat(id, ',' ORDER BY id) AS ids
+  FROM (SELECT id FROM pets WHERE ${where} ORDER BY id LIMIT :limit + 1)`;
+
+/**
+ * The JSON of pets named by a JSON array of ids, written by SQLite's json_object: the text the
+ * route's serialiser would write, the fields in this order, integers exact, names escaped alike.
+ */
+const PETS_JSON_SQL = `
+  SELECT CAST(id AS TEXT) AS id, json_object('id', id, 'name', name, 'categoryId', category_id, 'status', status) AS json
+  FROM pets WHERE id IN (SELECT value FROM json_each(?))`;
+
+interface PageIdsRow {
+  ids: string | null;
 }
 
 export function sqlitePets(db: Database, commits: GroupCommit): PetStore {
   const selectPet = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE id = ?'));
   const listAll = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?'));
   const listByStatus = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?'));
-  const pageAll = exact(db.prepare(pageSql('id > :after')));
-  const pageByStatus = exact(db.prepare(pageSql('status = :status AND id > :after')));
+  const pageIdsAll = db.prepare(pageIdsSql('id > :after'));
+  const pageIdsByStatus = db.prepare(pageIdsSql('status = :status AND id > :after'));
+  const petsJson = db.prepare(PETS_JSON_SQL);
+  const petJson = new PetJsonCache(PET_JSON_KEPT);
+
+  /**
+   * A page written as the response's JSON: its ids from the index, each pet's text from the cache or,
+   * for the pets not there, from one json_object statement. Reading rows as objects with BigInt ids
+   * and serialising them again cost more than the query, and so did having SQLite aggregate the whole
+   * page on every read (docs/decisions.md, "Pages are written as JSON by the database").
+   */
+  function pageJson(ids: string[], count: number): string {
+    const parts: (string | undefined)[] = new Array(count);
+    let missing: string[] | undefined;
+    for (let i = 0; i < count; i++) {
+      const json = petJson.get(ids[i]!);
+      if (json === undefined) (missing ??= []).push(ids[i]!);
+      parts[i] = json;
+    }
+    if (missing !== undefined) {
+      const read = new Map<string, string>();
+      for (const row of petsJson.all(`[${missing.join(',')}]`) as unknown as { id: string; json: string }[]) {
+        read.set(row.id, row.json);
+        petJson.set(row.id, row.json);
+      }
+      for (let i = 0; i < count; i++) parts[i] ??= read.get(ids[i]!);
+    }
+    return `[${parts.join(',')}]`;
+  }
+
   return {
     fullPagesAreFinal: true,
 
@@ -66,8 +94,10 @@ export function sqlitePets(db: Database, commits: GroupCommit): PetStore {
 
     async listPetsJson({ status, afterId, limit }: ListPetsQuery): Promise<PetPageJson> {
       const after = afterId ?? 0n;
-      const row = (status ? pageByStatus.get({ status, after, limit }) : pageAll.get({ after, limit })) as unknown as PageRow;
-      return { json: row.json, lastId: row.last_id ?? undefined, more: row.n > BigInt(limit) };
+      const row = (status ? pageIdsByStatus.get({ status, after, limit }) : pageIdsAll.get({ after, limit })) as unknown as PageIdsRow;
+      const ids = row.ids === null ? [] : row.ids.split(',');
+      const count = Math.min(ids.length, limit);
+      return { json: pageJson(ids, count), lastId: ids.length >= limit ? BigInt(ids[limit - 1]!) : undefined, more: ids.length > limit };
     },
   };
 }
