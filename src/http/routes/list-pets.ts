@@ -33,12 +33,13 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
   app,
   { pets, cursors, pageCacheSize, pageCacheTtlMs, now, publicBaseUrl },
 ) => {
-  /** The RFC 8288 link to the page after the one ending at lastId, with the same filters and limit. */
+  /**
+   * The RFC 8288 link to the page after the one ending at lastId, with the same filters and limit.
+   * Written without URLSearchParams: an integer, a status name and a base64url cursor need no escaping.
+   */
   const nextLink = (limit: number, status: PetStatus | undefined, lastId: bigint): string => {
-    const next = new URLSearchParams({ limit: String(limit) });
-    if (status) next.set('status', status);
-    next.set('cursor', cursors.encode({ afterId: lastId, status }));
-    return `<${publicBaseUrl}/pets?${next}>; rel="next"`;
+    const cursor = cursors.encode({ afterId: lastId, status });
+    return `<${publicBaseUrl}/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}>; rel="next"`;
   };
   const finished = new PageCache(pageCacheSize, pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now);
   /**
