@@ -14,6 +14,7 @@ class UnlimitedRateLimiter implements RateLimiter {
   async consume(_subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
     return {
       allowed: true,
+      limits,
       windows: limits.map((w) => ({ ...w, remaining: w.limit, resetAtMs: nowMs - (nowMs % w.windowMs) + w.windowMs })),
     };
   }

@@ -45,6 +45,22 @@ export function keyLimits(key: ApiKey): WindowLimit[] {
   ];
 }
 
+/** A key's limiter subject and limits, made once per key record (a changed key is read as a new record). */
+interface KeyCharge {
+  subject: string;
+  limits: readonly WindowLimit[];
+}
+const charges = new WeakMap<ApiKey, KeyCharge>();
+
+function chargeOf(key: ApiKey): KeyCharge {
+  let charge = charges.get(key);
+  if (charge === undefined) {
+    charge = { subject: `key:${key.id}`, limits: keyLimits(key) };
+    charges.set(key, charge);
+  }
+  return charge;
+}
+
 function banned(untilMs: number, nowMs: number): ApiError {
   const retryAfter = Math.max(1, secondsUntil(untilMs, nowMs));
   return new ApiError(
@@ -67,7 +83,7 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
 
 /** While a key is banned every rate-limit header describes the ban: nothing left until it ends. */
 function banWindows(limits: readonly WindowLimit[], bannedUntilMs: number): LimitDecision {
-  return { allowed: false, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
+  return { allowed: false, limits, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
 }
 
 /** An onRequest hook that refuses by throwing an ApiError, having set the rate-limit headers. */
@@ -86,14 +102,14 @@ export function createGuard(options: GuardOptions): Guard {
 
   async function guardKey(request: FastifyRequest, reply: FastifyReply, key: ApiKey): Promise<void> {
     const nowMs = now();
-    const limits = keyLimits(key);
+    const { subject, limits } = chargeOf(key);
     const bannedUntil = await bans.bannedUntil(key.id, nowMs);
     if (bannedUntil !== undefined) {
       applyRateLimitHeaders(reply, banWindows(limits, bannedUntil), nowMs);
       request.refusedKeyId = key.id;
       throw banned(bannedUntil, nowMs);
     }
-    const decision = await limiter.consume(`key:${key.id}`, limits, nowMs);
+    const decision = await limiter.consume(subject, limits, nowMs);
     applyRateLimitHeaders(reply, decision, nowMs);
     if (!decision.allowed) {
       request.refusedKeyId = key.id;

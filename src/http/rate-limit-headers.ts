@@ -8,7 +8,7 @@
  *   RateLimit: "minute";r=59;t=41, "day";r=999;t=50441
  */
 import type { FastifyReply } from 'fastify';
-import type { LimitDecision, WindowState } from '../limits/limiter.ts';
+import type { LimitDecision, WindowLimit, WindowState } from '../limits/limiter.ts';
 
 export function nearestExhaustion(windows: readonly WindowState[]): WindowState {
   let chosen = windows[0]!;
@@ -23,13 +23,25 @@ export function secondsUntil(atMs: number, nowMs: number): number {
   return Math.max(0, Math.ceil((atMs - nowMs) / 1000));
 }
 
+/** RateLimit-Policy depends on the limits alone: written once per limits array (a key's are made once per key record). */
+const policies = new WeakMap<readonly WindowLimit[], string>();
+
+function policyOf(limits: readonly WindowLimit[]): string {
+  let policy = policies.get(limits);
+  if (policy === undefined) {
+    policy = limits.map((w) => `"${w.name}";q=${w.limit};w=${w.windowMs / 1000}`).join(', ');
+    policies.set(limits, policy);
+  }
+  return policy;
+}
+
 export function rateLimitHeaders(decision: LimitDecision, nowMs: number): Record<string, string> {
   const shown = nearestExhaustion(decision.windows);
   return {
     'X-RateLimit-Limit': String(shown.limit),
     'X-RateLimit-Remaining': String(shown.remaining),
     'X-RateLimit-Reset': String(Math.ceil(shown.resetAtMs / 1000)),
-    'RateLimit-Policy': decision.windows.map((w) => `"${w.name}";q=${w.limit};w=${w.windowMs / 1000}`).join(', '),
+    'RateLimit-Policy': policyOf(decision.limits),
     RateLimit: decision.windows.map((w) => `"${w.name}";r=${w.remaining};t=${secondsUntil(w.resetAtMs, nowMs)}`).join(', '),
   };
 }

@@ -29,6 +29,8 @@ export interface WindowState {
 export interface LimitDecision {
   allowed: boolean;
   windows: WindowState[];
+  /** The limits decided on: the same array for every decision on a subject's limits, so what is made of them alone can be kept. */
+  limits: readonly WindowLimit[];
 }
 
 export interface RateLimiter {
@@ -57,6 +59,7 @@ export function decisionOf(
 ): LimitDecision {
   return {
     allowed,
+    limits,
     windows: limits.map((w, i) => ({
       name: w.name,
       limit: w.limit,

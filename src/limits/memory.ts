@@ -5,15 +5,20 @@
 import { MINUTE_MS } from '../domain/durations.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
+/** One window's count; reset in place when its window has passed. */
 interface Counter {
+  name: string;
   start: number;
   end: number;
   count: number;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
-  /** Key: subject and window name. Stale counters are swept once a minute of traffic. */
-  readonly #counters = new Map<string, Counter>();
+  /**
+   * Key: subject; one counter per window, in the order of the subject's limits, so a decision costs
+   * one lookup and no key text is built. Stale counters are swept once a minute of traffic.
+   */
+  readonly #counters = new Map<string, Counter[]>();
   /** Key: subject. The first mark of each subject's current period (see firstMark). */
   readonly #marks = new Map<string, { atMs: number; endMs: number }>();
   #nextSweepMs = 0;
@@ -41,17 +46,24 @@ export class MemoryRateLimiter implements RateLimiter {
   /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
   decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): LimitDecision {
     if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
-    const counters = limits.map((w) => {
+    let counters = this.#counters.get(subject);
+    if (counters === undefined || counters.length !== limits.length) {
+      counters = limits.map(() => ({ name: '', start: -1, end: 0, count: 0 }));
+      this.#counters.set(subject, counters);
+    }
+    let allowed = true;
+    for (let i = 0; i < limits.length; i++) {
+      const w = limits[i]!;
+      const c = counters[i]!;
       const start = windowStart(nowMs, w.windowMs);
-      const id = `${subject}\u0000${w.name}`;
-      let counter = this.#counters.get(id);
-      if (!counter || counter.start !== start) {
-        counter = { start, end: start + w.windowMs, count: 0 };
-        this.#counters.set(id, counter);
+      if (c.start !== start || c.name !== w.name) {
+        c.name = w.name;
+        c.start = start;
+        c.end = start + w.windowMs;
+        c.count = 0;
       }
-      return counter;
-    });
-    const allowed = limits.every((w, i) => counters[i]!.count < w.limit);
+      if (c.count >= w.limit) allowed = false;
+    }
     if (allowed && count) for (const c of counters) c.count++;
     return decisionOf(
       limits,
@@ -69,7 +81,7 @@ export class MemoryRateLimiter implements RateLimiter {
   #sweep(nowMs: number): void {
     this.#nextSweepMs = nowMs + MINUTE_MS;
     // A counter whose window has ended is worth nothing.
-    for (const [id, c] of this.#counters) if (c.end <= nowMs) this.#counters.delete(id);
+    for (const [subject, counters] of this.#counters) if (counters.every((c) => c.end <= nowMs)) this.#counters.delete(subject);
     for (const [subject, m] of this.#marks) if (m.endMs <= nowMs) this.#marks.delete(subject);
   }
 }
