@@ -8,7 +8,8 @@
  * event-loop lag, GC), under their usual names (`process_*`, `nodejs_*`) rather than `petstore_`, so
  * the common Node.js dashboards and alerts read them as they are.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import { requestMetrics } from './request-metrics.ts';
 
 export interface PoolStats {
   total: number;
@@ -43,19 +44,8 @@ export function createMetrics() {
     watchPool(stats: () => PoolStats) {
       poolStats = stats;
     },
-    requests: new Counter({
-      name: 'petstore_http_requests_total',
-      help: 'Answered requests by operation (operationId, or the route for probes; "unmatched" when no route matched) and status.',
-      labelNames: ['operation', 'status'] as const,
-      registers: [registry],
-    }),
-    latency: new Histogram({
-      name: 'petstore_http_request_duration_seconds',
-      help: 'Time from receiving a request to finishing its answer, by operation.',
-      labelNames: ['operation'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-      registers: [registry],
-    }),
+    /** Answered requests and their durations, by operation (request-metrics.ts). */
+    requests: requestMetrics(registry),
     rateLimited: new Counter({
       name: 'petstore_ratelimit_refusals_total',
       help: 'Requests refused with 429 rate_limited, by plan ("anonymous" for requests without a valid key).',

@@ -173,6 +173,23 @@ describe('metrics', () => {
     // 57 lists admitted; then 2 refused rate_limited (the second earns the ban) and 3 refused key_banned.
     assert.equal(sample(text, 'petstore_http_requests_total', { operation: 'listPets', status: '429' }), 5);
     assert.equal(sample(text, 'petstore_http_request_duration_seconds_count', { operation: 'listPets' }), 62);
+    // A histogram as Prometheus reads one: cumulative buckets in order, +Inf equal to the count, a sum.
+    const buckets = text
+      .split('\n')
+      .filter((line) => line.startsWith('petstore_http_request_duration_seconds_bucket{') && line.includes('operation="listPets"'));
+    assert.equal(buckets.length, 12);
+    assert.match(buckets[0]!, /^petstore_http_request_duration_seconds_bucket\{le="0.001",operation="listPets"\} \d+$/);
+    assert.match(buckets.at(-1)!, /^petstore_http_request_duration_seconds_bucket\{le="\+Inf",operation="listPets"\} 62$/);
+    const counts = buckets.map((line) => Number(line.split(' ').at(-1)));
+    assert.deepEqual(
+      counts,
+      counts.toSorted((a, b) => a - b),
+      'cumulative',
+    );
+    assert.ok(counts[10]! > 0, 'lists answered within 2.5 s are counted below +Inf');
+    const sum = sample(text, 'petstore_http_request_duration_seconds_sum', { operation: 'listPets' })!;
+    assert.ok(sum > 0 && sum < 62 * 2.5, `sum ${sum}`);
+    assert.match(text, /^# TYPE petstore_http_request_duration_seconds histogram$/m);
     assert.equal(sample(text, 'petstore_ratelimit_refusals_total', { plan: 'free' }), 2);
     assert.equal(sample(text, 'petstore_bans_total', { plan: 'free' }), 1);
     assert.equal(sample(text, 'petstore_deprecated_calls_total', { operation: 'getPet', plan: 'free' }), 2);

@@ -24,8 +24,7 @@ export const observation = fp(
     // Synchronous, like the other per-request hooks: no promise per answer.
     app.addHook('onResponse', (request, reply, done) => {
       const operation = operationOf(request);
-      metrics.requests.inc({ operation, status: reply.statusCode });
-      metrics.latency.observe({ operation }, reply.elapsedTime / 1000);
+      metrics.requests.record(operation, reply.statusCode, reply.elapsedTime / 1000);
       if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
       if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
       done();
@@ -55,7 +54,7 @@ function logAnswer(request: FastifyRequest, status: number, elapsedMs: number): 
  */
 export function unroutedRecorder(log: FastifyBaseLogger, metrics: Metrics): UnroutedAnswerRecorder {
   return ({ requestId, method, status, client }) => {
-    metrics.requests.inc({ operation: 'unparsed', status });
+    metrics.requests.record('unparsed', status);
     if (!VERBOSE_LEVELS.has(log.level)) return;
     log.info({ requestId, method, route: null, status, ms: null, keyId: null, client: client ?? null }, 'request');
   };
