@@ -204,6 +204,35 @@ describe('listing', () => {
     }
   });
 
+  test('requests for a page that is being read wait for that read: one query for many, also when a page expires', async () => {
+    const own = await startTestServer({ pageCacheTtlMs: 1000 });
+    try {
+      const ownKey = await own.key('business');
+      for (const name of ['a', 'b', 'c', 'd']) await call(own, 'POST', '/v1/pets', { key: ownKey, body: { name, categoryId: 1 } });
+      // The store the server reads from, counted: every page read goes through this method.
+      let reads = 0;
+      const listPetsJson = own.store.listPetsJson.bind(own.store);
+      own.store.listPetsJson = (query) => {
+        reads++;
+        return listPetsJson(query);
+      };
+      const together = () => Promise.all(Array.from({ length: 20 }, () => call(own, 'GET', '/v1/pets?limit=2', { key: ownKey })));
+      const first = await together();
+      assert.deepEqual(new Set(first.map((r) => `${r.status} ${r.text}`)).size, 1, 'every caller got the same page');
+      assert.equal(first[0]!.status, 200);
+      assert.equal(reads, 1);
+      own.clock.advance(1000); // a full page's lifetime on PostgreSQL; final on SQLite
+      const again = await together();
+      assert.deepEqual(
+        again.map((r) => r.text),
+        first.map((r) => r.text),
+      );
+      assert.equal(reads, ENGINE === 'postgres' ? 2 : 1);
+    } finally {
+      await own.close();
+    }
+  });
+
   test('unknown query parameters are ignored', async () => {
     const res = await call(server, 'GET', '/v1/pets?limit=2&sort=desc&foo=bar', { key });
     assert.equal(res.status, 200);

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CursorCodec } from '../../domain/cursor.ts';
 import { DEFAULT_PAGE_SIZE } from '../../domain/page.ts';
 import type { PetStatus } from '../../domain/pet.ts';
-import type { PetStore } from '../../storage/store.ts';
+import type { ListPetsQuery as PageQuery, PetPageJson, PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
 import { COMPRESSION_THRESHOLD } from '../compression.ts';
 import { PageCache, type CachedPage } from '../page-cache.ts';
@@ -49,6 +49,20 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
    * the request costs (docs/decisions.md, Compression).
    */
   const lastPages = new PageCache<Representation>(LAST_PAGES_KEPT, Infinity, now);
+  /**
+   * Reads under way, by the same key as the cache: a request for a page already being read waits for
+   * that read instead of starting its own. Where pages expire (PostgreSQL), every request in flight
+   * when a popular page expires would otherwise query it at once, queueing on the pool.
+   */
+  const reading = new Map<string, Promise<PetPageJson>>();
+  const readPage = (key: string, query: PageQuery): Promise<PetPageJson> => {
+    let read = reading.get(key);
+    if (read === undefined) {
+      read = pets.listPetsJson(query).finally(() => reading.delete(key));
+      reading.set(key, read);
+    }
+    return read;
+  };
   const lastPageAsRead = (key: string, body: string): Representation => {
     const read = representationOf(body);
     if (body.length < COMPRESSION_THRESHOLD) return read; // never compressed: nothing worth keeping
@@ -99,7 +113,7 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
       }
 
       // The engine writes the page's JSON itself: no row objects to build and serialise again.
-      const { json: body, more, lastId } = await pets.listPetsJson({ status, afterId, limit });
+      const { json: body, more, lastId } = await readPage(cacheKey, { status, afterId, limit });
       // The last page is served as read, its tag taken from its body each time: it changes as pets are added.
       if (!more || lastId === undefined) return sendRepresentation(request, reply, lastPageAsRead(cacheKey, body));
       const link = nextLink(limit, status, lastId);
