@@ -11,12 +11,15 @@ import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 /** Admits everything; reports full windows so the response headers are the same size. */
 class UnlimitedRateLimiter implements RateLimiter {
-  async consume(_subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+  consumeNow(_subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
     return {
       allowed: true,
       limits,
       windows: limits.map((w) => ({ ...w, remaining: w.limit, resetAtMs: nowMs - (nowMs % w.windowMs) + w.windowMs })),
     };
+  }
+  async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+    return this.consumeNow(subject, limits, nowMs);
   }
   peek = this.consume;
   async firstMark(_subject: string, nowMs: number): Promise<number> {

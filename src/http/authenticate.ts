@@ -35,15 +35,36 @@ export class KeyAuthenticator {
   }
 
   async authenticate(request: FastifyRequest): Promise<AuthResult> {
+    const token = this.#token(request);
+    return typeof token === 'string' ? this.#check(await this.#lookup(token)) : token;
+  }
+
+  /**
+   * The same answer as authenticate, when it needs no store lookup: no key, a malformed one, or a key
+   * in the cache. Undefined when only authenticate can tell.
+   */
+  authenticateNow(request: FastifyRequest): AuthResult | undefined {
+    const token = this.#token(request);
+    if (typeof token !== 'string') return token;
+    const key = this.#cache.get(token, this.#now());
+    return key && this.#check(key);
+  }
+
+  /** The key the request presents, or the refusal when it presents none this server could accept. */
+  #token(request: FastifyRequest): string | AuthResult {
     const header = request.headers.authorization;
     if (header === undefined) return unauthorized('Missing API key: send Authorization: Bearer <key>');
     const token = BEARER.exec(header)?.[1];
     if (token === undefined) return unauthorized('Malformed Authorization header: expected Bearer <key>');
     const claimed = environmentOfKey(token);
-    if (claimed !== undefined && claimed !== this.#environment) {
+    if (claimed === undefined) return unauthorized('Invalid API key');
+    if (claimed !== this.#environment) {
       return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.#environment}`);
     }
-    const key = claimed === undefined ? undefined : await this.#lookup(token);
+    return token;
+  }
+
+  #check(key: ApiKey | undefined): AuthResult {
     if (key === undefined || key.environment !== this.#environment) return unauthorized('Invalid API key');
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
     // Checked against the clock on every request, so an expiry takes effect at its moment even

@@ -54,6 +54,14 @@ export class KeyBans {
     return bannedUntilMs > nowMs ? bannedUntilMs : undefined;
   }
 
+  /**
+   * The same answer as bannedUntil while the key's ban state is in memory: its ban end (0: none).
+   * Undefined when only bannedUntil can tell.
+   */
+  knownBanEnd(keyId: string, nowMs: number): number | undefined {
+    return this.#cache.get(keyId, nowMs);
+  }
+
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
   async recordRefusal(keyId: string, nowMs: number): Promise<number | undefined> {
     const firstRefusalMs = await this.#limiter.firstMark(`refusals:${keyId}`, nowMs, MINUTE_MS);

@@ -36,6 +36,11 @@ export interface LimitDecision {
 export interface RateLimiter {
   /** Admits and counts the request if every window has room; otherwise counts nothing. */
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  /**
+   * consume's decision when it can be taken at once, from this process's memory, counted the same
+   * way; undefined (and nothing counted) when only consume can decide, having to ask Redis.
+   */
+  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision | undefined;
   /** The windows' state without counting anything: for answers that must not use quota (bans). */
   peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
   /**

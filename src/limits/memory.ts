@@ -27,6 +27,10 @@ export class MemoryRateLimiter implements RateLimiter {
     return this.decide(subject, limits, nowMs, true);
   }
 
+  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
+    return this.decide(subject, limits, nowMs, true);
+  }
+
   async peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
     return this.decide(subject, limits, nowMs, false);
   }

@@ -172,12 +172,26 @@ export class RedisRateLimiter implements RateLimiter {
     const cap = this.#blocks.capFor(limits.map((w) => w.limit));
     if (cap <= 1) return this.#decide(subject, limits, nowMs, true);
     const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
+    const preadmitted = this.#spendBlock(subject, limits, starts, nowMs);
+    return preadmitted ? Promise.resolve(preadmitted) : this.#consumeFromBlock(subject, limits, starts, nowMs, cap);
+  }
+
+  /** Only a request pre-admitted from a block this instance holds is decided at once; every other asks Redis. */
+  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision | undefined {
+    if (this.#blocks.capFor(limits.map((w) => w.limit)) <= 1) return undefined;
+    return this.#spendBlock(
+      subject,
+      limits,
+      limits.map((w) => windowStart(nowMs, w.windowMs)),
+      nowMs,
+    );
+  }
+
+  #spendBlock(subject: string, limits: readonly WindowLimit[], starts: readonly number[], nowMs: number): LimitDecision | undefined {
     const remaining = this.#blocks.spend(subject, starts, nowMs);
-    if (remaining) {
-      this.#preadmitted++;
-      return Promise.resolve(decisionOf(limits, starts, true, remaining));
-    }
-    return this.#consumeFromBlock(subject, limits, starts, nowMs, cap);
+    if (!remaining) return undefined;
+    this.#preadmitted++;
+    return decisionOf(limits, starts, true, remaining);
   }
 
   /**
@@ -193,11 +207,8 @@ export class RedisRateLimiter implements RateLimiter {
   ): Promise<LimitDecision> {
     for (let refill = this.#refills.get(subject); refill !== undefined; refill = this.#refills.get(subject)) {
       await refill;
-      const remaining = this.#blocks.spend(subject, starts, nowMs);
-      if (remaining) {
-        this.#preadmitted++;
-        return decisionOf(limits, starts, true, remaining);
-      }
+      const preadmitted = this.#spendBlock(subject, limits, starts, nowMs);
+      if (preadmitted) return preadmitted;
     }
     const refill = this.#decide(subject, limits, nowMs, true, cap);
     this.#refills.set(subject, refill);
