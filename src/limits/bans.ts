@@ -46,7 +46,7 @@ export class KeyBans {
 
   /** The end of the key's ban, or undefined when it is not banned. */
   async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
-    let bannedUntilMs = this.#cache.get(keyId, nowMs);
+    let bannedUntilMs = this.knownBanEnd(keyId, nowMs);
     if (bannedUntilMs === undefined) {
       bannedUntilMs = (await this.#store.banEndOf(keyId, nowMs)) ?? 0;
       this.#cache.set(keyId, bannedUntilMs, nowMs);

@@ -24,7 +24,7 @@ export class MemoryRateLimiter implements RateLimiter {
   #nextSweepMs = 0;
 
   async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.decide(subject, limits, nowMs, true);
+    return this.consumeNow(subject, limits, nowMs);
   }
 
   consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {

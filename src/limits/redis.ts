@@ -94,6 +94,8 @@ export class RedisRateLimiter implements RateLimiter {
   #preadmitted = 0;
   /** Per subject, the call to Redis for its next block while one is on its way. */
   readonly #refills = new Map<string, Promise<LimitDecision>>();
+  /** Each limits array's block cap (see #capOf). */
+  readonly #caps = new WeakMap<readonly WindowLimit[], number>();
   /** Hand-backs on their way, which close() lets finish. */
   readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
@@ -169,7 +171,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    const cap = this.#blocks.capFor(limits.map((w) => w.limit));
+    const cap = this.#capOf(limits);
     if (cap <= 1) return this.#decide(subject, limits, nowMs, true);
     const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
     const preadmitted = this.#spendBlock(subject, limits, starts, nowMs);
@@ -178,13 +180,27 @@ export class RedisRateLimiter implements RateLimiter {
 
   /** Only a request pre-admitted from a block this instance holds is decided at once; every other asks Redis. */
   consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision | undefined {
-    if (this.#blocks.capFor(limits.map((w) => w.limit)) <= 1) return undefined;
+    if (this.#capOf(limits) <= 1) return undefined;
     return this.#spendBlock(
       subject,
       limits,
       limits.map((w) => windowStart(nowMs, w.windowMs)),
       nowMs,
     );
+  }
+
+  /**
+   * The largest block a subject with these limits may take, worked out once per limits array: a
+   * key's limits are one array per key record, and a request that cannot be decided at once asks
+   * twice (consumeNow, then consume).
+   */
+  #capOf(limits: readonly WindowLimit[]): number {
+    let cap = this.#caps.get(limits);
+    if (cap === undefined) {
+      cap = this.#blocks.capFor(limits.map((w) => w.limit));
+      this.#caps.set(limits, cap);
+    }
+    return cap;
   }
 
   #spendBlock(subject: string, limits: readonly WindowLimit[], starts: readonly number[], nowMs: number): LimitDecision | undefined {
