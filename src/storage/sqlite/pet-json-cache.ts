@@ -4,8 +4,8 @@
  * is. When full, the oldest entry goes first; a lookup does not reorder (a recency update on every
  * hit would cost more than it saves where a page holds up to 100 pets).
  *
- * Bounded by count: 10,000 pets of at most 100 characters of name are at most a few MB of text
- * (about 1.5 MB for ordinary names).
+ * Bounded by count: 10,000 pets are about 1.5 MB of text for ordinary names, and at most about 14 MB
+ * (100 escaped control characters of name each, held as two-byte text); see docs/decisions.md.
  */
 export class PetJsonCache {
   readonly #json = new Map<string, string>();
