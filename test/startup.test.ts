@@ -7,7 +7,7 @@
  * in either URL are never printed. Real processes throughout.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createTestDatabase, REDIS_URL, requirePostgres } from './support/engines.ts';
@@ -103,6 +103,33 @@ describe('the start line and GET /', () => {
     assert.deepEqual(line.storage, { engine: 'postgres', target: `PostgreSQL at ${url.host}, database ${url.pathname.slice(1)}` });
     assert.deepEqual(line.limiter, { engine: 'redis', target: `Redis at ${redis.host}` });
     assert.ok(!server.output().includes('hunter2'), server.output());
+  });
+});
+
+describe('what serve loads', () => {
+  // Node's bundled fetch and WebSocket client is memory the server never uses; an ESM import of
+  // node:http loads it (src/http/node-http.ts). The list of Node's internal modules the process
+  // loaded is written as it exits, after it served a few requests.
+  test("serve answers requests without loading Node's bundled fetch client", async (t) => {
+    const dir = tempDir(t);
+    const loaded = join(dir, 'loaded.json');
+    const preload = join(dir, 'record-loaded.cjs');
+    writeFileSync(
+      preload,
+      `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, JSON.stringify(process.moduleLoadList)));\n`,
+    );
+    const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, NODE_OPTIONS: `--require ${preload}` });
+    for (const path of ['/v1/pets', '/nowhere', '/healthz']) await (await fetch(`${server.url}${path}`)).arrayBuffer();
+    await stop(server);
+    const modules = JSON.parse(readFileSync(loaded, 'utf8')) as string[];
+    assert.ok(
+      modules.some((m) => m.includes('internal/http')),
+      'the list names the HTTP modules the server did load',
+    );
+    assert.deepEqual(
+      modules.filter((m) => m.includes('undici')),
+      [],
+    );
   });
 });
 

@@ -4,21 +4,22 @@
  * each instance on its own network. Nothing else is served on it, and nothing of it is reachable
  * through the public listener.
  */
-import http from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { Metrics } from '../metrics.ts';
 import { ApiError, errorBody } from './api-error.ts';
+import { nodeHttp } from './node-http.ts';
 
-function answer(response: http.ServerResponse, status: number, type: string, body: string): void {
+function answer(response: ServerResponse, status: number, type: string, body: string): void {
   response.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' }).end(body);
 }
 
-function answerError(response: http.ServerResponse, error: ApiError): void {
+function answerError(response: ServerResponse, error: ApiError): void {
   if (error.headers) for (const [name, value] of Object.entries(error.headers)) response.setHeader(name, value);
   answer(response, error.status, 'application/json; charset=utf-8', JSON.stringify(errorBody(error)));
 }
 
-export async function startMetricsListener(metrics: Metrics, port: number, host: string): Promise<http.Server> {
-  const server = http.createServer((request, response) => {
+export async function startMetricsListener(metrics: Metrics, port: number, host: string): Promise<Server> {
+  const server = nodeHttp.createServer((request, response) => {
     const path = request.url?.split('?')[0];
     if (path !== '/metrics') return answerError(response, new ApiError('not_found', 'Only GET /metrics is served on the metrics listener'));
     if (request.method !== 'GET' && request.method !== 'HEAD') {

@@ -3,8 +3,9 @@
  * (TLS_CERT, TLS_KEY), with the same timeouts either way. Most deployments terminate TLS at a proxy
  * in front (see the README); the built-in listener is for running without one.
  */
-import http from 'node:http';
+import type { IncomingMessage, RequestListener, Server, ServerOptions } from 'node:http';
 import https from 'node:https';
+import { nodeHttp } from './node-http.ts';
 
 export interface TlsFiles {
   cert: Buffer;
@@ -26,7 +27,7 @@ const SCHEME_AND_AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
  * turned into the origin form (`/v1/pets`) before anything reads it, so that every check made on the
  * path (authentication and rate limits under /v1, cache headers) sees what the router sees.
  */
-function toOriginForm(request: http.IncomingMessage): void {
+function toOriginForm(request: IncomingMessage): void {
   const url = request.url!;
   if (url.charCodeAt(0) === 0x2f /* / */) return;
   const authority = SCHEME_AND_AUTHORITY.exec(url);
@@ -35,12 +36,12 @@ function toOriginForm(request: http.IncomingMessage): void {
   request.url = rest.startsWith('/') ? rest : `/${rest}`;
 }
 
-export function createNodeServer(routeRequest: http.RequestListener, options: NodeServerOptions): http.Server {
-  const handler: http.RequestListener = (request, response) => {
+export function createNodeServer(routeRequest: RequestListener, options: NodeServerOptions): Server {
+  const handler: RequestListener = (request, response) => {
     toOriginForm(request);
     routeRequest(request, response);
   };
-  const shared: http.ServerOptions = {
+  const shared: ServerOptions = {
     headersTimeout: options.headersTimeoutMs,
     requestTimeout: options.requestTimeoutMs,
     keepAliveTimeout: options.keepAliveTimeoutMs,
@@ -51,8 +52,8 @@ export function createNodeServer(routeRequest: http.RequestListener, options: No
   };
   // An HTTPS server has the same request API as an HTTP one; Fastify drives both alike.
   const server = options.tls
-    ? (https.createServer({ ...shared, cert: options.tls.cert, key: options.tls.key }, handler) as unknown as http.Server)
-    : http.createServer(shared, handler);
+    ? (https.createServer({ ...shared, cert: options.tls.cert, key: options.tls.key }, handler) as unknown as Server)
+    : nodeHttp.createServer(shared, handler);
   // An Expect other than 100-continue would get Node's own bare 417; the service ignores the
   // expectation instead (RFC 9110 allows it) and answers as usual, in its own shape, with its limits.
   server.on('checkExpectation', handler);

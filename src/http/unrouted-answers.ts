@@ -6,12 +6,12 @@
  * by byte, and the socket's lifetime after them is managed here too.
  */
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, errorBody } from './api-error.ts';
 import { normaliseAddress } from './client-address.ts';
 import { sendError, toApiError } from './errors.ts';
+import { nodeHttp } from './node-http.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
 import { applyBaselineHeaders, BASELINE_HEADERS } from './security-headers.ts';
 
@@ -41,7 +41,7 @@ export function unroutedAnswers(record: UnroutedAnswerRecorder, apiMethods: () =
       .map(([name, value]) => `${name}: ${value}\r\n`)
       .join('');
     socket.end(
-      `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${baseline}` +
+      `HTTP/1.1 ${apiError.status} ${nodeHttp.STATUS_CODES[apiError.status]}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${baseline}` +
         `Cache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `${extraHeaders}Connection: close\r\n\r\n${body}`,
     );
