@@ -45,14 +45,16 @@ function readTls(config: Readonly<Config>): TlsFiles | undefined {
 
 /**
  * V8 lets the old generation grow to about four times what survived the last full collection before
- * collecting again. The service keeps little alive (some 20 MB) but, under load, promotes much that
- * dies soon after (requests waiting on the database), so the heap swelled to about 90 MB between full
- * collections. Growing by a factor of two instead cut the peak RSS of an instance under the benchmark
- * by about 40 MiB, with no throughput lost (BENCHMARKS.md). Unlike the young generation's size, this
- * factor is read at every collection, so it can be set here rather than on every command line.
+ * collecting again. The service keeps little alive (some 25 MB under the benchmark's mixes) but,
+ * under load, promotes much that dies soon after: requests waiting on the database and Redis outlive
+ * two young-generation collections. With V8's factor the heap swelled to about 90 MB between full
+ * collections. Growing by 30 % instead holds an instance serving the mixes to about 115-120 MiB
+ * instead of 142-156; the full collections it adds cost 1-4 % of the CPU (measured by their pauses;
+ * BENCHMARKS.md). Unlike the young generation's size, this factor is read at every collection, so it
+ * can be set here rather than on every command line.
  */
 function boundHeapGrowth(): void {
-  v8.setFlagsFromString('--heap-growing-percent=100');
+  v8.setFlagsFromString('--heap-growing-percent=30');
 }
 
 /** Where Redis is, for messages and the log: hosts and ports, never the credentials. */

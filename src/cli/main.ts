@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=4 --no-maglev --experimental-sqlite
+#!/usr/bin/env -S MALLOC_ARENA_MAX=1 node --max-semi-space-size=4 --no-maglev --experimental-sqlite
 /**
  * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
@@ -13,7 +13,9 @@
  * The first line holds every Node.js flag the server runs with, so `npm start`, the container and the
  * benchmark all get them: a 4 MiB young generation and no Maglev (V8's mid-tier compiler) bound peak
  * memory at no measured cost in CPU (BENCHMARKS.md), and --experimental-sqlite gives Node.js 22.12
- * node:sqlite.
+ * node:sqlite. It also sets MALLOC_ARENA_MAX=1 for the C library's allocator, which must be set before
+ * the process starts: V8's and libuv's threads otherwise each get an arena of their own, which held
+ * some 8 MB more under the benchmark's mixes (BENCHMARKS.md); the server's own work is on one thread.
  */
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';
