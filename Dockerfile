@@ -1,7 +1,8 @@
 # The pet adoption service as a container. Multi-stage: the build stage compiles TypeScript and copies
 # the documentation page's renderer into assets/; the runtime stage holds production dependencies
-# (installed without running any package's scripts: none needs a compiler), dist/ and assets/ only,
-# runs as a non-root user, and keeps the embedded SQLite database in a volume.
+# (installed without running any package's scripts: none needs a compiler), dist/, assets/ and the
+# OpenAPI document it serves (openapi.json) only, runs as a non-root user, and keeps the embedded
+# SQLite database in a volume.
 
 FROM node:26-slim AS build
 WORKDIR /app
@@ -24,6 +25,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/assets ./assets
+COPY openapi.json ./
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -9,7 +9,7 @@ import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 const store = openSqliteStore({ path: ':memory:', synchronous: 'normal' });
 const app = await buildApp(
   { ...loadConfig({}), logLevel: 'silent' }, // the defaults: the document does not depend on configuration
-  { store, limiter: new MemoryRateLimiter() },
+  { store, limiter: new MemoryRateLimiter(), describeRoutes: true },
 );
 await app.ready();
 writeFileSync(new URL('../openapi.json', import.meta.url), renderOpenApi(app));

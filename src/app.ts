@@ -22,7 +22,6 @@ import { createNodeServer, type TlsFiles } from './http/node-server.ts';
 import { observation, unroutedRecorder } from './http/observe.ts';
 import { securityHeaders } from './http/security-headers.ts';
 import { BODY_LIMIT_BYTES, jsonBodies } from './http/json-body.ts';
-import { registerOpenApi } from './http/openapi.ts';
 import { docs } from './http/routes/docs.ts';
 import { health } from './http/routes/health.ts';
 import { root } from './http/routes/root.ts';
@@ -49,6 +48,12 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Certificate and key for the built-in HTTPS listener; plain HTTP without them. */
   tls?: TlsFiles;
+  /**
+   * Collect the routes' schemas into the OpenAPI document (`app.swagger()`, src/http/openapi.ts), for
+   * `npm run openapi` and the test that compares it with the committed openapi.json. The server never
+   * does: it serves that file.
+   */
+  describeRoutes?: boolean;
 }
 
 /** What buildApp reads of the configuration: the entries of its table marked `app` (src/config.ts). */
@@ -138,7 +143,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
     metrics,
   });
-  await registerOpenApi(app, API_PREFIX);
+  if (deps.describeRoutes) await (await import('./http/openapi.ts')).registerOpenApi(app, API_PREFIX);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
   await app.register(api, {
     prefix: API_PREFIX,

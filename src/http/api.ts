@@ -14,7 +14,7 @@ import type { CursorCodec } from '../domain/cursor.ts';
 import { IdempotentCreates } from '../services/idempotent-creates.ts';
 import type { Store } from '../storage/store.ts';
 import type { Guard } from './guard.ts';
-import { serveOpenApi } from './openapi.ts';
+import { serveOpenApi } from './routes/openapi-document.ts';
 import { continueAdmitted } from './request-bodies.ts';
 import { createPet } from './routes/create-pet.ts';
 import { getPet } from './routes/get-pet.ts';
@@ -60,7 +60,6 @@ const INHERITED = [
   'json-body',
   'error-handling',
   'observation',
-  '@fastify/swagger',
 ];
 
 export const api = fp(apiScope, { name: 'api', encapsulate: true, dependencies: INHERITED });

@@ -24,6 +24,7 @@ import type { FastifyInstance } from 'fastify';
 import { chooseCoding, type Coding } from '../compression.ts';
 import { codedTag, noneMatchHits } from '../conditional.ts';
 import type { GuardHook } from '../guard.ts';
+import { readOpenApiDocument } from './openapi-document.ts';
 
 /** assets/ at the project root: the same two levels up from src/http/routes and dist/http/routes. */
 const ASSETS = new URL('../../../assets/', import.meta.url);
@@ -163,11 +164,9 @@ export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promis
   const renderer = findRenderer();
   // The renderer's path names its version, so it can be cached for a year: a new build is a new path.
   const rendererPath = `/docs/${RENDERER_FILE.replace(/\.js$/, '')}.${renderer.version}.js`;
-  // Made at the first request, when the document is complete (every route registered).
-  let html: string | undefined;
+  const html = page(rendererPath, operationAnchors(JSON.parse(readOpenApiDocument()) as Parameters<typeof operationAnchors>[0]));
   const route = { schema: { hide: true }, onRequest: limit };
   app.get('/docs', route, async (_request, reply) => {
-    html ??= page(rendererPath, operationAnchors(app.swagger() as Parameters<typeof operationAnchors>[0]));
     return reply
       .header('Content-Security-Policy', DOCS_CSP)
       .header('Cache-Control', 'no-cache')
