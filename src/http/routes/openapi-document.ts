@@ -12,9 +12,11 @@ import { representationOf, sendRepresentation } from '../representation.ts';
 /** openapi.json at the project root: the same three levels up from src/http/routes and dist/http/routes. */
 const OPENAPI_FILE = new URL('../../../openapi.json', import.meta.url);
 
-/** The committed document's text; the docs page reads its operations from it too. */
+let documentText: string | undefined;
+
+/** The committed document's text, read once; the docs page reads its operations from it too. */
 export function readOpenApiDocument(): string {
-  return readFileSync(OPENAPI_FILE, 'utf8');
+  return (documentText ??= readFileSync(OPENAPI_FILE, 'utf8'));
 }
 
 export function serveOpenApi(app: FastifyInstance): void {
