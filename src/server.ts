@@ -48,8 +48,9 @@ function readTls(config: Readonly<Config>): TlsFiles | undefined {
  * collecting again. The service keeps little alive (some 25 MB under the benchmark's mixes) but,
  * under load, promotes much that dies soon after: requests waiting on the database and Redis outlive
  * two young-generation collections. With V8's factor the heap swelled to about 90 MB between full
- * collections. Growing by 30 % instead holds an instance serving the mixes to about 115-120 MiB
- * instead of 142-156; the full collections it adds cost 1-4 % of the CPU (measured by their pauses;
+ * collections. Growing by 30 % instead took some 15-20 MiB off the peak of an instance serving the
+ * benchmark's mixes (141-156 to 124-130 MiB, alone; about 118 with the allocator settings of the
+ * command's first line); the full collections it adds cost 1-4 % of the CPU (measured by their pauses;
  * BENCHMARKS.md). Unlike the young generation's size, this factor is read at every collection, so it
  * can be set here rather than on every command line.
  */
