@@ -36,6 +36,24 @@ test('a page is served for its lifetime after it was read, then read again', () 
   assert.equal(cache.get('a'), undefined, 'and gone');
 });
 
+test('expired pages no one asks for again are dropped as new ones are kept, not held until the cache is full', () => {
+  let now = 1_000;
+  const cache = new PageCache(1000, 1000, () => now);
+  for (let i = 0; i < 100; i++) cache.set(`old ${i}`, page(i));
+  now = 1_400;
+  cache.set('recent', page(100));
+  now = 1_500;
+  assert.deepEqual(fields(cache.get('old 0')), page(0)); // used again: now the most recently used
+  now = 2_000; // the old pages have expired, 'recent' has not
+  cache.set('new', page(101));
+  assert.equal(cache.size, 3, "old 1 to 99 are gone; 'recent', 'old 0' (behind it) and 'new' are held");
+  now = 2_400; // 'recent' and 'old 0' have expired too
+  cache.set('newer', page(102));
+  assert.equal(cache.size, 2);
+  assert.deepEqual(fields(cache.get('new')), page(101));
+  assert.deepEqual(fields(cache.get('newer')), page(102));
+});
+
 test('where pages are final the lifetime is unbounded', () => {
   let now = 0;
   const cache = new PageCache(10, Infinity, () => now);

@@ -44,6 +44,11 @@ export class PageCache<V extends object = CachedPage> {
     this.#now = now;
   }
 
+  /** How many pages the cache holds, expired ones not yet dropped included. */
+  get size(): number {
+    return this.#pages.size;
+  }
+
   /** The cached answer: its `encoded` forms are shared with every later hit, so they are made once. */
   get(key: string): V | undefined {
     const page = this.#pages.get(key);
@@ -57,8 +62,22 @@ export class PageCache<V extends object = CachedPage> {
 
   set(key: string, page: V): void {
     if (this.#capacity === 0 || this.#ttlMs <= 0) return;
+    const nowMs = this.#now();
+    if (this.#ttlMs !== Infinity) this.#dropExpired(nowMs);
     this.#pages.delete(key);
-    this.#pages.set(key, { ...page, expiresAtMs: this.#now() + this.#ttlMs });
+    this.#pages.set(key, { ...page, expiresAtMs: nowMs + this.#ttlMs });
     if (this.#pages.size > this.#capacity) this.#pages.delete(this.#pages.keys().next().value!);
+  }
+
+  /**
+   * Drops the least recently used pages that have expired, up to the first that has not: a page no
+   * one asks for again would otherwise be held until the cache is full. Each page is dropped once, so
+   * this costs nothing per request on average.
+   */
+  #dropExpired(nowMs: number): void {
+    for (const [key, page] of this.#pages) {
+      if (page.expiresAtMs > nowMs) return;
+      this.#pages.delete(key);
+    }
   }
 }
