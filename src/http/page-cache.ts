@@ -12,7 +12,8 @@
  *   database returns). A full page is kept there for `ttlMs` only: a reader sees such a late pet at
  *   most that much later than a reader who queried, which is the same kind of lag a client paging
  *   through already has (it may have passed that id before the pet committed).
- * Least recently used pages go first once `capacity` is reached.
+ * Least recently used pages go first once `capacity` is reached; where pages expire, the expired ones
+ * at that end are dropped as new pages are kept.
  */
 import type { Representation } from './representation.ts';
 
@@ -72,7 +73,7 @@ export class PageCache<V extends object = CachedPage> {
   /**
    * Drops the least recently used pages that have expired, up to the first that has not: a page no
    * one asks for again would otherwise be held until the cache is full. Each page is dropped once, so
-   * this costs nothing per request on average.
+   * keeping a page costs one look at the oldest page, plus the drops it makes.
    */
   #dropExpired(nowMs: number): void {
     for (const [key, page] of this.#pages) {
