@@ -1,10 +1,12 @@
-/** The pure domain rules: cursors, API keys, exact JSON integers and pet field checks. No I/O. */
+/** The pure domain rules: cursors and their MAC, API keys, exact JSON integers, id order and pet field checks. No I/O. */
 import assert from 'node:assert/strict';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
+import fc from 'fast-check';
 import { environmentOfKey, hashKey, issueKey } from '../src/domain/api-key.ts';
 import { CursorCodec, type CursorPosition } from '../src/domain/cursor.ts';
-import { INT64_MAX, isPositiveInt64 } from '../src/domain/int64.ts';
+import { hmacSha256 } from '../src/domain/hmac.ts';
+import { inDecimalOrder, INT64_MAX, isPositiveInt64 } from '../src/domain/int64.ts';
 import { nameProblem, PET_STATUSES } from '../src/domain/pet.ts';
 import { exactInteger, exactTopLevelIntegers } from '../src/http/json-body.ts';
 
@@ -138,6 +140,54 @@ describe('CursorCodec', () => {
     for (const payload of ['0:', '05:', '-1:', '1', ':', '1:unknown', '1:sold:', 'x:', '12345678901234567890:', '1:Sold', '']) {
       assert.equal(codec.decode(sign(payload)), undefined, JSON.stringify(payload));
     }
+  });
+});
+
+describe('hmacSha256', () => {
+  test('equals node:crypto createHmac for keys shorter than, equal to and longer than the 64-byte block', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), fc.uint8Array({ maxLength: 300 }), (key, message) => {
+        const expected = createHmac('sha256', key).update(message).digest();
+        assert.deepEqual(hmacSha256(Buffer.from(key))(Buffer.from(message)), expected);
+      }),
+      {
+        numRuns: 500,
+        examples: [
+          [new Uint8Array(64).fill(7), new Uint8Array(0)],
+          [new Uint8Array(65).fill(7), new Uint8Array(1)],
+        ],
+      },
+    );
+  });
+
+  test('the same MAC every time: nothing of one message stays for the next', () => {
+    const mac = hmacSha256(Buffer.from(SECRET));
+    const first = mac(Buffer.from('20:sold'));
+    mac(Buffer.from('a much longer message than the first one, to leave something behind if anything were kept'));
+    assert.deepEqual(mac(Buffer.from('20:sold')), first);
+  });
+});
+
+describe('inDecimalOrder', () => {
+  test('puts canonical decimal ids in numeric order, shorter before longer', () => {
+    assert.deepEqual(inDecimalOrder(['10', '9', '100', '11', '1']), ['1', '9', '10', '11', '100']);
+    assert.deepEqual(inDecimalOrder([String(INT64_MAX), '2', '9223372036854775806']), ['2', '9223372036854775806', String(INT64_MAX)]);
+  });
+
+  test('returns ids already in order as they are', () => {
+    const ids = ['1', '2', '30', '400'];
+    assert.equal(inDecimalOrder(ids), ids);
+    assert.deepEqual(inDecimalOrder([]), []);
+  });
+
+  test('agrees with bigint order on any ids', () => {
+    fc.assert(
+      fc.property(fc.array(fc.bigInt({ min: 1n, max: INT64_MAX })), (values) => {
+        const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+        assert.deepEqual(inDecimalOrder(values.map(String)), sorted);
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 

@@ -4,7 +4,7 @@
  * 256 bits of entropy, so there is nothing for a slow password hash to protect, and lookups stay O(1)
  * by an indexed column (no comparison of secrets in user space that could leak timing).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { Plan } from './plans.ts';
 
 export const ENVIRONMENTS = ['production', 'staging'] as const;
@@ -50,7 +50,7 @@ export function issueKey(environment: Environment): IssuedKey {
 }
 
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return hash('sha256', key, 'hex');
 }
 
 /** The environment a key claims by its prefix, or undefined when it has no known prefix. */

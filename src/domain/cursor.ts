@@ -4,7 +4,8 @@
  * is a 400, never a silently different page. The secret lives in the database so that every
  * instance accepts every other instance's cursors.
  */
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { hmacSha256, type Mac } from './hmac.ts';
 import type { PetStatus } from './pet.ts';
 
 const MAC_BYTES = 12;
@@ -18,11 +19,10 @@ export interface CursorPosition {
 }
 
 export class CursorCodec {
-  /** A key object made once, not from the secret's bytes on every MAC. */
-  readonly #secret: KeyObject;
+  readonly #hmac: Mac;
 
   constructor(secret: string) {
-    this.#secret = createSecretKey(Buffer.from(secret, 'utf8'));
+    this.#hmac = hmacSha256(Buffer.from(secret, 'utf8'));
   }
 
   encode(position: CursorPosition): string {
@@ -43,6 +43,6 @@ export class CursorCodec {
   }
 
   #mac(payload: Buffer): Buffer {
-    return createHmac('sha256', this.#secret).update(payload).digest().subarray(0, MAC_BYTES);
+    return this.#hmac(payload).subarray(0, MAC_BYTES);
   }
 }

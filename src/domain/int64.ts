@@ -19,3 +19,19 @@ export function parsePositiveInt64(text: string): bigint | undefined {
   const value = BigInt(text);
   return isPositiveInt64(value) ? value : undefined;
 }
+
+/**
+ * Whether one positive int64 in canonical decimal (no leading zeros, as a database writes it) is less
+ * than another, without making bigints: the shorter text is the smaller number.
+ */
+function decimalLess(a: string, b: string): boolean {
+  return a.length < b.length || (a.length === b.length && a < b);
+}
+
+/** Canonical decimal ids in ascending order: the same array when it already is (one pass), else sorted in place. */
+export function inDecimalOrder(ids: string[]): string[] {
+  for (let i = 1; i < ids.length; i++) {
+    if (!decimalLess(ids[i - 1]!, ids[i]!)) return ids.sort((a, b) => (decimalLess(a, b) ? -1 : decimalLess(b, a) ? 1 : 0));
+  }
+  return ids;
+}

@@ -5,7 +5,7 @@
  * request, or while the first is still creating, is refused. The route turns the outcome into an
  * answer; the store keeps claims durable and shared by every instance.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
 import type { NewPet, Pet } from '../domain/pet.ts';
 import type { IdempotencyScope, IdempotencyStore } from '../storage/store.ts';
@@ -39,9 +39,7 @@ export interface IdempotentCreatesOptions {
 
 /** The request's meaning, not its bytes: the same pet sent with other spacing or key order is the same request. */
 export function requestHash(pet: NewPet): string {
-  return createHash('sha256')
-    .update(JSON.stringify([pet.name, pet.categoryId.toString(), pet.status]))
-    .digest('hex');
+  return hash('sha256', JSON.stringify([pet.name, pet.categoryId.toString(), pet.status]), 'hex');
 }
 
 export class IdempotentCreates {
