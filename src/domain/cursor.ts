@@ -26,8 +26,9 @@ export class CursorCodec {
   }
 
   encode(position: CursorPosition): string {
-    const payload = Buffer.from(`${position.afterId}:${position.status ?? ''}`, 'utf8');
-    return Buffer.concat([payload, this.#mac(payload)]).toString('base64url');
+    // The payload is ASCII, so its latin1 text is its bytes; so is the MAC's (see hmac.ts).
+    const payload = `${position.afterId}:${position.status ?? ''}`;
+    return Buffer.from(payload + this.#mac(payload), 'latin1').toString('base64url');
   }
 
   /** The position a cursor stands for, or undefined when it is malformed or was altered. */
@@ -35,14 +36,15 @@ export class CursorCodec {
     if (cursor.length > CURSOR_MAX_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
     const raw = Buffer.from(cursor, 'base64url');
     if (raw.length <= MAC_BYTES || raw.toString('base64url') !== cursor) return undefined;
-    const payload = raw.subarray(0, raw.length - MAC_BYTES);
-    if (!timingSafeEqual(raw.subarray(raw.length - MAC_BYTES), this.#mac(payload))) return undefined;
-    const match = /^([1-9][0-9]{0,18}):(available|pending|sold)?$/.exec(payload.toString('utf8'));
+    const payload = raw.toString('latin1', 0, raw.length - MAC_BYTES);
+    if (!timingSafeEqual(raw.subarray(raw.length - MAC_BYTES), Buffer.from(this.#mac(payload), 'latin1'))) return undefined;
+    const match = /^([1-9][0-9]{0,18}):(available|pending|sold)?$/.exec(payload);
     if (!match) return undefined;
     return { afterId: BigInt(match[1]!), status: match[2] as PetStatus | undefined };
   }
 
-  #mac(payload: Buffer): Buffer {
-    return this.#hmac(payload).subarray(0, MAC_BYTES);
+  /** The MAC's first MAC_BYTES bytes, as latin1 text. */
+  #mac(payload: string): string {
+    return this.#hmac(payload).slice(0, MAC_BYTES);
   }
 }

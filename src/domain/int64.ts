@@ -1,7 +1,7 @@
 /**
  * The positive int64 rule, for pet ids and category ids: an integer from 1 to 2^63 - 1, held as a
- * bigint so the whole range survives a round trip. Parsing, checking and the words a client is told
- * all live here.
+ * bigint so the whole range survives a round trip. Parsing, checking, the order of ids written in
+ * decimal and the words a client is told all live here.
  */
 
 export const INT64_MAX = 9223372036854775807n;
