@@ -22,8 +22,9 @@ export default defineConfig(
   { files: ['test/**'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
   prettier,
   // After Prettier's config, which turns it off: Prettier wraps code at this width but leaves long
-  // comments and strings alone, and this catches those.
-  { rules: { 'max-len': ['error', { code: 140, ignoreUrls: true, ignoreRegExpLiterals: true }] } },
+  // comments and strings alone, and this catches those. The server command's first line names every
+  // Node.js flag it runs with (src/cli/main.ts), and a first line cannot be wrapped.
+  { rules: { 'max-len': ['error', { code: 140, ignoreUrls: true, ignoreRegExpLiterals: true, ignorePattern: '^#!' }] } },
   // A test's name and the raw requests it sends stay on one line, so each can be searched for whole.
   {
     files: ['test/**', 'bench/**'],

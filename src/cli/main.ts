@@ -17,12 +17,14 @@
  * process was warming up, to allocate a hot site's objects straight into the old generation, where a
  * request's objects then die; the process stays in that state, collecting the old generation several
  * times a second and keeping young objects alive through the dead old ones. Under the PostgreSQL mix
- * one server in two or three settled there and spent twice the CPU per request (BENCHMARKS.md). It also sets two settings of the C library's allocator, which must be in the environment
- * before the process starts: MALLOC_ARENA_MAX=1, as V8's and libuv's threads otherwise each get an
- * arena of their own, which held some 8 MB more under the benchmark's mixes; and a fixed threshold of
- * 128 KiB above which blocks are mapped on their own, so that large blocks freed go back to the system
- * (by default the threshold rises after such a block is freed, and later ones stay in the heap): 1 to
- * 3 MB less at the peak (BENCHMARKS.md). The server's own work is on one thread.
+ * one server in two or three settled there and spent twice the CPU per request (BENCHMARKS.md).
+ *
+ * The first line also sets two settings of the C library's allocator, which must be in the
+ * environment before the process starts: MALLOC_ARENA_MAX=1, as V8's and libuv's threads otherwise
+ * each get an arena of their own, which held some 8 MB more under the benchmark's mixes; and a fixed
+ * threshold of 128 KiB above which blocks are mapped on their own, so that large blocks freed go back
+ * to the system (by default the threshold rises after such a block is freed, and later ones stay in
+ * the heap): 1 to 3 MB less at the peak (BENCHMARKS.md). The server's own work is on one thread.
  */
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';
