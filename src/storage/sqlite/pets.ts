@@ -14,10 +14,14 @@ import { PetJsonCache } from './pet-json-cache.ts';
 export type InsertPet = (pet: NewPet) => Pet;
 
 export function prepareInsertPet(db: Database): InsertPet {
-  const insertPet = exact(
-    db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, name, category_id, status'),
-  );
-  return (pet) => toPet(insertPet.get(pet.name, pet.categoryId, pet.status) as unknown as PetRow);
+  // The stored pet is the one given with the id SQLite chose: the columns keep what they are given
+  // (text, an integer), so reading the row back would return the same values. A RETURNING clause
+  // did read it back, through a temporary table, and cost a third of the statement (BENCHMARKS.md).
+  const insertPet = exact(db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)'));
+  return (pet) => {
+    const { lastInsertRowid } = insertPet.run(pet.name, pet.categoryId, pet.status);
+    return { id: BigInt(lastInsertRowid), name: pet.name, categoryId: pet.categoryId, status: pet.status };
+  };
 }
 
 /** How many pets' JSON a store keeps for assembling pages (pet-json-cache.ts). */
@@ -32,7 +36,7 @@ const PET_JSON_KEPT = 10_000;
  */
 const pageIdsSql = (where: string) => `
   SELECT group_concat(id, ',') AS ids
-  FROM (SELECT id FROM pets WHERE ${where} ORDER BY id LIMIT :limit + 1)`;
+  FROM (SELECT id FROM pets WHERE ${where} ORDER BY id LIMIT ? + 1)`;
 
 /**
  * The JSON of pets named by a JSON array of ids, written by SQLite's json_object: the text the
@@ -50,8 +54,9 @@ export function sqlitePets(db: Database, commits: GroupCommit): PetStore {
   const selectPet = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE id = ?'));
   const listAll = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?'));
   const listByStatus = exact(db.prepare('SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?'));
-  const pageIdsAll = db.prepare(pageIdsSql('id > :after'));
-  const pageIdsByStatus = db.prepare(pageIdsSql('status = :status AND id > :after'));
+  // Positional parameters: binding an object by name cost a fifth of the statement.
+  const pageIdsAll = db.prepare(pageIdsSql('id > ?'));
+  const pageIdsByStatus = db.prepare(pageIdsSql('status = ? AND id > ?'));
   const petsJson = db.prepare(PETS_JSON_SQL);
   const petJson = new PetJsonCache(PET_JSON_KEPT);
 
@@ -98,7 +103,7 @@ export function sqlitePets(db: Database, commits: GroupCommit): PetStore {
 
     async listPetsJson({ status, afterId, limit }: ListPetsQuery): Promise<PetPageJson> {
       const after = afterId ?? 0n;
-      const row = (status ? pageIdsByStatus.get({ status, after, limit }) : pageIdsAll.get({ after, limit })) as unknown as PageIdsRow;
+      const row = (status ? pageIdsByStatus.get(status, after, limit) : pageIdsAll.get(after, limit)) as unknown as PageIdsRow;
       const ids = row.ids === null ? [] : inDecimalOrder(row.ids.split(','));
       const count = Math.min(ids.length, limit);
       return { json: pageJson(ids, count), lastId: ids.length >= limit ? BigInt(ids[limit - 1]!) : undefined, more: ids.length > limit };

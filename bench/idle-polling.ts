@@ -1,0 +1,56 @@
+/**
+ * Idle cores that poll rather than halt, for the length of a run.
+ *
+ * On a virtual machine a halted core is woken by an interrupt that goes through the hypervisor, and
+ * the core that sends it pays: every answer a server writes to a wrk asleep on the other core costs
+ * the server that wake-up, charged to it as system time. A server that answers more slowly leaves wrk
+ * asleep more often, so it pays more wake-ups per request than the ceiling does (on this kind of
+ * machine, 0.91 of wrk's context switches per request of the cached list against 0.48 for the
+ * ceiling), and what each costs depends on the machine's idle settings rather than on the server:
+ * machines of one kind gave the same build's cached list 0.39 of the ceiling on one and 0.54 on
+ * another (BENCHMARKS.md, "Idle cores poll during a run").
+ *
+ * While a process holds /dev/cpu_dma_latency open with 0 written to it (Linux's PM QoS interface,
+ * which latency-sensitive benchmarks use for this), the cpuidle governor keeps idle cores in their
+ * polling state, and waking a process on one is a store to memory. The request lasts as long as the
+ * file stays open and ends when it is closed or the process exits; nothing is left changed. It needs
+ * root: without it the run goes on with halting cores and its report says so.
+ */
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
+
+const PM_QOS_FILE = '/dev/cpu_dma_latency';
+
+export interface IdlePolling {
+  /** True while idle cores poll. */
+  readonly held: boolean;
+  /** For the report: what was done, or why not. */
+  readonly description: string;
+  /** Lets idle cores halt again. */
+  release(): void;
+}
+
+export function holdIdlePolling(): IdlePolling {
+  if (process.env.BENCH_IDLE_POLL === '0') {
+    return { held: false, description: 'idle cores halt (BENCH_IDLE_POLL=0)', release() {} };
+  }
+  let fd: number | undefined;
+  try {
+    fd = openSync(PM_QOS_FILE, constants.O_WRONLY);
+    writeSync(fd, Buffer.alloc(4)); // the latency the run can tolerate, a 32-bit integer: 0 µs
+  } catch (error) {
+    if (fd !== undefined) closeSync(fd);
+    const why = (error as NodeJS.ErrnoException).code ?? String(error);
+    return { held: false, description: `idle cores halt (${PM_QOS_FILE} not held: ${why})`, release() {} };
+  }
+  const open = fd;
+  let released = false;
+  return {
+    held: true,
+    description: `idle cores poll (${PM_QOS_FILE} held at 0 µs)`,
+    release() {
+      if (released) return;
+      released = true;
+      closeSync(open);
+    },
+  };
+}
