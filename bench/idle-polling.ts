@@ -6,9 +6,9 @@
  * the server that wake-up, charged to it as system time. A server that answers more slowly leaves wrk
  * asleep more often, so it pays more wake-ups per request than the ceiling does (on this kind of
  * machine, 0.91 of wrk's context switches per request of the cached list against 0.48 for the
- * ceiling), and what each costs depends on the machine's idle settings rather than on the server:
- * machines of one kind gave the same build's cached list 0.39 of the ceiling on one and 0.54 on
- * another (BENCHMARKS.md, "Idle cores poll during a run").
+ * ceiling), and what each costs depends on the machine's idle settings rather than on the server.
+ * On one machine whose idle cores halt at once, polling took the cached list from 0.38–0.39 of the
+ * ceiling to 0.46 (BENCHMARKS.md, "This round's changes, measured").
  *
  * While a process holds /dev/cpu_dma_latency open with 0 written to it (Linux's PM QoS interface,
  * which latency-sensitive benchmarks use for this), the cpuidle governor keeps idle cores in their
