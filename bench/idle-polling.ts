@@ -21,8 +21,6 @@ import { closeSync, constants, openSync, writeSync } from 'node:fs';
 const PM_QOS_FILE = '/dev/cpu_dma_latency';
 
 export interface IdlePolling {
-  /** True while idle cores poll. */
-  readonly held: boolean;
   /** For the report: what was done, or why not. */
   readonly description: string;
   /** Lets idle cores halt again. */
@@ -31,7 +29,7 @@ export interface IdlePolling {
 
 export function holdIdlePolling(): IdlePolling {
   if (process.env.BENCH_IDLE_POLL === '0') {
-    return { held: false, description: 'idle cores halt (BENCH_IDLE_POLL=0)', release() {} };
+    return { description: 'idle cores halt (BENCH_IDLE_POLL=0)', release() {} };
   }
   let fd: number | undefined;
   try {
@@ -40,12 +38,11 @@ export function holdIdlePolling(): IdlePolling {
   } catch (error) {
     if (fd !== undefined) closeSync(fd);
     const why = (error as NodeJS.ErrnoException).code ?? String(error);
-    return { held: false, description: `idle cores halt (${PM_QOS_FILE} not held: ${why})`, release() {} };
+    return { description: `idle cores halt (${PM_QOS_FILE} not held: ${why})`, release() {} };
   }
   const open = fd;
   let released = false;
   return {
-    held: true,
     description: `idle cores poll (${PM_QOS_FILE} held at 0 µs)`,
     release() {
       if (released) return;
