@@ -88,7 +88,7 @@ test("the container runs the serve command as npm start does, with the Node.js f
   assert.deepEqual(cmd, ['./dist/cli/main.js', 'serve'], 'the built command itself, so its first line sets the flags');
   assert.match(
     read('src/cli/main.ts').split('\n')[0]!,
-    /^#!\/usr\/bin\/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=4 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite$/,
+    /^#!\/usr\/bin\/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite$/,
   );
   assert.match(dockerfile, /^USER node$/m, 'runs as a non-root user');
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=4 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite
+#!/usr/bin/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite
 /**
  * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
@@ -11,8 +11,9 @@
  * OTEL_EXPORTER_OTLP_ENDPOINT set. `--help` and `--version` read neither configuration nor storage.
  *
  * The first line holds every Node.js flag the server runs with, so `npm start`, the container and the
- * benchmark all get them: a 4 MiB young generation and no Maglev (V8's mid-tier compiler) bound peak
- * memory at no measured cost in CPU (BENCHMARKS.md), and --experimental-sqlite gives Node.js 22.12
+ * benchmark all get them: a 2 MiB young generation (per semi-space) and no Maglev (V8's mid-tier
+ * compiler) bound peak memory (BENCHMARKS.md: the smaller young generation took about 4 MiB off the
+ * PostgreSQL mix's peak, with CPU per request within the noise), and --experimental-sqlite gives Node.js 22.12
  * node:sqlite. No allocation-site pretenuring: V8 otherwise may decide, from what survived while a
  * process was warming up, to allocate a hot site's objects straight into the old generation, where a
  * request's objects then die; the process stays in that state, collecting the old generation several
