@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createTestDatabase, newKeyPrefix, REDIS_URL } from './support/engines.ts';
+import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL } from './support/engines.ts';
 import { keysCreateJson, lastLine, runCli, startServerProcess, type ServerProcess } from './support/processes.ts';
 import { eventually } from './support/waiting.ts';
 
@@ -21,12 +21,13 @@ describe('three instances on one PostgreSQL and one Redis', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let env: Record<string, string>;
   let servers: ServerProcess[];
+  const keyPrefix = newKeyPrefix();
 
   const createKey = (...args: string[]) => keysCreateJson(env, ...args);
 
   before(async () => {
     database = await createTestDatabase();
-    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: newKeyPrefix(), LOG_LEVEL: 'warn' };
+    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix, LOG_LEVEL: 'warn' };
     // All three start at once: their migrations race for the advisory lock.
     servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env)));
   });
@@ -34,6 +35,8 @@ describe('three instances on one PostgreSQL and one Redis', () => {
   after(async () => {
     for (const s of servers ?? []) s.child.kill('SIGTERM');
     await Promise.all((servers ?? []).map((s) => s.exited));
+    // After the servers have exited: their last hand-backs of unspent quota land before this.
+    await deleteRedisKeys(keyPrefix);
     await database?.drop();
   });
 

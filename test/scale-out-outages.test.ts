@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, newKeyPrefix, REDIS_URL } from './support/engines.ts';
+import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL } from './support/engines.ts';
 import { freePort, keysCreate, startServerProcess, type ServerProcess } from './support/processes.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
 import { eventually } from './support/waiting.ts';
@@ -33,6 +33,7 @@ describe('outages', () => {
   let metricsUrl: string;
   const scrape = async () => (await fetch(metricsUrl, { signal: AbortSignal.timeout(15_000) })).text();
   const auth = () => ({ authorization: `Bearer ${key}` });
+  const keyPrefix = newKeyPrefix();
 
   before(async () => {
     database = await createTestDatabase();
@@ -43,7 +44,7 @@ describe('outages', () => {
     const env = {
       DATABASE_URL: viaProxy(database.url, pgProxy.port),
       REDIS_URL: viaProxy(REDIS_URL!, redisProxy.port),
-      REDIS_KEY_PREFIX: newKeyPrefix(),
+      REDIS_KEY_PREFIX: keyPrefix,
       LOG_LEVEL: 'info',
       // Scraped as an operator would, on the private metrics listener.
       METRICS_PORT: String(await freePort()),
@@ -58,6 +59,7 @@ describe('outages', () => {
     await server?.exited;
     await pgProxy?.close();
     await redisProxy?.close();
+    await deleteRedisKeys(keyPrefix);
     await database?.drop();
   });
 
