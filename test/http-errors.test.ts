@@ -159,6 +159,13 @@ describe('client errors', () => {
     assert.equal((await call(server, 'GET', `/v1/pets?limit=1&cursor=${cursor}`, { key })).status, 200);
   });
 
+  test('an empty cursor is a 400 also once the first page is cached', async () => {
+    for (let i = 0; i < 3; i++) await call(server, 'POST', '/v1/pets', { key, body: { name: `e${i}`, categoryId: 1 } });
+    // A full first page is kept in the page cache: an empty cursor must not be taken for no cursor.
+    for (let i = 0; i < 2; i++) assert.equal((await call(server, 'GET', '/v1/pets?limit=2', { key })).status, 200);
+    errorOf(await call(server, 'GET', '/v1/pets?limit=2&cursor=', { key }), 400, 'invalid_request');
+  });
+
   for (const id of ['0', '-1', 'abc', '1.5', '1e3', '9223372036854775808', '99999999999999999999999999', '%20', '+1', '']) {
     test(`getPet refuses the id ${id} with a 400`, async () => {
       errorOf(await call(server, 'GET', `/v1/pets/${id}`, { key }), 400, 'invalid_request');

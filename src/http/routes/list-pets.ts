@@ -96,8 +96,9 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
     async (request, reply) => {
       const { limit = DEFAULT_PAGE_SIZE, status, cursor } = request.query;
       // Keyed by the cursor as sent: a cached page proves its cursor was verified when first served,
-      // so a hit skips the HMAC check as well as the query.
-      const cacheKey = `${status ?? ''}:${limit}:${cursor ?? ''}`;
+      // so a hit skips the HMAC check as well as the query. An empty `cursor=` is a cursor (a malformed
+      // one, a 400), never the first page's key.
+      const cacheKey = `${status ?? ''}:${limit}${cursor === undefined ? '' : `:${cursor}`}`;
       const cached = finished.get(cacheKey);
       if (cached) return sendRepresentation(request, reply.header('Link', cached.link), cached);
 
