@@ -57,9 +57,10 @@ const OLD_CLAIMS = [
 async function assertUpgraded(store: Store): Promise<void> {
   assert.deepEqual(await store.getPet(BIG.id), BIG);
   assert.deepEqual(await store.getPet(SMALL.id), SMALL);
+  // A key of the old release is its own subject (subject_id NULL), so its ban and counts stay its own.
   assert.deepEqual(
-    (await store.listKeys()).map((k) => [k.id, k.expiresAt?.getTime() ?? null]),
-    [['key_old', NOW + 30 * 24 * HOUR]],
+    (await store.listKeys()).map((k) => [k.id, k.expiresAt?.getTime() ?? null, k.subjectId]),
+    [['key_old', NOW + 30 * 24 * HOUR, 'key_old']],
   );
   assert.equal(await store.banEndOf('key_old', NOW), NOW + HOUR);
   assert.equal(await store.cursorSecret(), 'old-secret');
@@ -158,12 +159,12 @@ describe('SQLite: a database of the previous release', () => {
         rows.map((r) => [r.version, r.name]),
         SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
       );
-      // The old versions moved to their new numbers with the moment they were applied; 2 and 6 are new.
+      // The old versions moved to their new numbers with the moment they were applied; 2, 6 and 8 are new.
       assert.deepEqual(
         [1, 3, 4, 5].map((v) => rows.find((r) => r.version === v)!.applied_at),
         [1001, 1002, 1003, 1004],
       );
-      for (const v of [2, 6]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
+      for (const v of [2, 6, 8]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
 
       const db = new DatabaseSync(path, { readOnly: true });
       try {

@@ -326,6 +326,7 @@ function newKey(overrides: Partial<NewApiKey> = {}): NewApiKey {
     perMinute: 60,
     perDay: 1000,
     label: null,
+    subjectId: null,
     ...overrides,
   };
 }
@@ -591,11 +592,31 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
               revokedAt: null,
               expiresAt: null,
               createdAt: undefined,
+              subjectId: input.id,
             },
           );
           assert.ok(key.createdAt instanceof Date);
           assert.ok(key.createdAt.getTime() >= before && key.createdAt.getTime() <= after);
           assert.equal('hash' in key, false, 'the stored hash is not part of ApiKey');
+        }));
+
+      test('a key created with a subject keeps it; one created without is its own subject', () =>
+        withStore(async ({ store }) => {
+          const first = await store.createKey(newKey());
+          const second = await store.createKey(newKey({ subjectId: first.subjectId }));
+          const third = await store.createKey(newKey({ subjectId: second.subjectId }));
+          assert.deepEqual(
+            [first, second, third].map((k) => k.subjectId),
+            [first.id, first.id, first.id],
+          );
+          const listed = await store.listKeys();
+          assert.deepEqual(
+            [first, second, third].map((k) => listed.find((l) => l.id === k.id)?.subjectId),
+            [first.id, first.id, first.id],
+          );
+          assert.equal((await store.findKeyByHash(third.id.slice(4).repeat(16)))?.subjectId, first.id);
+          // The subject is an existing key: the database refuses one that is not.
+          await assert.rejects(store.createKey(newKey({ subjectId: 'key_does_not_exist' })));
         }));
 
       test('findKeyByHash returns the created key', () =>

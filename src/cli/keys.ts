@@ -60,6 +60,7 @@ export async function createKey(
     perMinute: limits.perMinute,
     perDay: limits.perDay,
     label: options.label ?? null,
+    subjectId: null,
   });
   return { key: issued.key, record };
 }
@@ -84,7 +85,9 @@ async function existingKey(store: Store, id: string): Promise<ApiKey> {
 
 /**
  * A new key with the same environment, plan, limits and label; the old one keeps working for the
- * grace period (default 24 hours) so clients can switch without an outage, then expires.
+ * grace period (default 24 hours) so clients can switch without an outage, then expires. The new key
+ * is the same subject as the old one: it goes on from the old key's minute and day counts and shares
+ * its ban, so rotating gives neither fresh quota nor a way out of a ban.
  */
 export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
   const graceMs = parseDuration('--grace', graceRaw ?? '24h');
@@ -103,6 +106,7 @@ export async function rotateKey(store: Store, id: string, graceRaw: string | und
     perMinute: old.perMinute,
     perDay: old.perDay,
     label: old.label,
+    subjectId: old.subjectId,
   });
   const oldExpiry = nowMs + graceMs;
   // A key already set to expire sooner keeps its earlier date.

@@ -29,6 +29,11 @@ export interface ApiKey {
   revokedAt: Date | null;
   /** When set, the key stops working at this moment (rotation grace periods, dated keys). */
   expiresAt: Date | null;
+  /**
+   * The id under which the key's rate limits and bans are kept: its own id, or for a key made by
+   * rotation the subjectId of the key it replaces, so rotating resets neither quota nor ban.
+   */
+  subjectId: string;
 }
 
 export interface IssuedKey {

@@ -30,6 +30,8 @@ export interface ApiKeyRow {
   created_at: number | bigint | string | Date;
   revoked_at: number | bigint | string | Date | null;
   expires_at: number | bigint | string | null;
+  /** NULL: the key is its own subject (every key not made by rotation). */
+  subject_id: string | null;
 }
 
 const toDate = (v: number | bigint | string | Date): Date => (v instanceof Date ? v : new Date(Number(v)));
@@ -46,5 +48,6 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     createdAt: toDate(row.created_at),
     revokedAt: row.revoked_at === null ? null : toDate(row.revoked_at),
     expiresAt: row.expires_at === null || row.expires_at === undefined ? null : toDate(row.expires_at),
+    subjectId: row.subject_id ?? row.id,
   };
 }

@@ -23,6 +23,8 @@ export interface NewApiKey {
   perMinute: number;
   perDay: number;
   label: string | null;
+  /** ApiKey.subjectId: for a rotation's replacement, that of the key it replaces; null for a key of its own. */
+  subjectId: string | null;
 }
 
 export interface PetStore {

@@ -8,9 +8,9 @@ export function postgresKeys(query: Query): KeyStore {
   return {
     async createKey(key: NewApiKey): Promise<ApiKey> {
       const [row] = await query<ApiKeyRow>(
-        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
-        [key.id, key.hash, key.prefix, key.environment, key.plan, key.perMinute, key.perDay, key.label, Date.now()],
+        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
+        [key.id, key.hash, key.prefix, key.environment, key.plan, key.perMinute, key.perDay, key.label, Date.now(), key.subjectId],
       );
       return toApiKey(row!);
     },

@@ -6,8 +6,8 @@ import { exact, type Database } from './driver.ts';
 
 export function sqliteKeys(db: Database): KeyStore {
   const insertKey = db.prepare(`INSERT INTO api_keys
-    (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at)
-    VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt)
+    (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id)
+    VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt, @subjectId)
     RETURNING *`);
   const selectKeyByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
   const selectKeys = db.prepare('SELECT * FROM api_keys ORDER BY created_at, id');

@@ -99,6 +99,13 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE idempotency_keys DROP COLUMN location;
     `,
   },
+  {
+    version: 8,
+    name: 'key subjects: a key made by rotation shares the rate limits and bans of the key it replaces',
+    // NULL means the key is its own subject, so existing keys need no backfill and a key written by an
+    // older release, which knows nothing of the column, still means itself. Keys are never deleted.
+    sql: `ALTER TABLE api_keys ADD COLUMN subject_id TEXT REFERENCES api_keys (id);`,
+  },
 ];
 
 /** Version 2's recorded name in databases numbered before SQLite took PostgreSQL's version 2. */
