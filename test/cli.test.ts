@@ -83,6 +83,7 @@ interface ListedKey extends Omit<CreatedKey, 'key'> {
   revokedAt: string | null;
   bannedUntil: string | null;
   expiresAt: string | null;
+  subjectId: string;
 }
 
 async function listJson(env: EnvOverrides): Promise<ListedKey[]> {
@@ -320,6 +321,46 @@ describe('keys unban', () => {
       const lifted = await ok(['keys', 'unban', key.id], box.env());
       assert.match(lifted.stdout, new RegExp(`Lifted the ban on ${key.id}`));
       assert.equal(banRows(box.dbPath), 0, 'the ban row is gone');
+    });
+  });
+
+  test('a banned key rotated gives a banned key; keys list shows both; keys unban of the new key lifts the ban for both', async () => {
+    await inSandbox(async (box) => {
+      const old = await keysCreateJson(box.env(), '--plan', 'free');
+      const until = Date.now() + 15 * 60_000;
+      insertBan(box.dbPath, old.id, until);
+
+      const rotated = await ok(['keys', 'rotate', old.id, '--grace', '1h'], box.env());
+      const freshId = /^Created (key_[0-9a-f]+) to replace /m.exec(rotated.stdout)?.[1];
+      assert.ok(freshId, rotated.stdout);
+      assert.match(rotated.stdout, /same minute and day limits and share bans/);
+      assert.match(rotated.stdout, new RegExp(`${old.id} is banned until ${new Date(until).toISOString()}, so ${freshId} is too`));
+      assert.match(lastLine(rotated.stdout), /^pet_live_/, 'the key is still the last line');
+
+      const listed = await listJson(box.env());
+      assert.deepEqual(
+        [old.id, freshId].map((id) => listed.find((r) => r.id === id)),
+        [old.id, freshId].map((id) => ({
+          ...listed.find((r) => r.id === id)!,
+          bannedUntil: new Date(until).toISOString(),
+          subjectId: old.id,
+        })),
+        'both keys banned, one subject',
+      );
+      const table = (await ok(['keys', 'list'], box.env())).stdout.split('\n');
+      for (const id of [old.id, freshId]) assert.match(table.find((l) => l.startsWith(id)) ?? '', /\sbanned$/);
+
+      const lifted = await ok(['keys', 'unban', freshId], box.env());
+      assert.match(lifted.stdout, new RegExp(`Lifted the ban on ${freshId} and on ${old.id}, which shares its limits by rotation`));
+      assert.equal(banRows(box.dbPath), 0, 'the ban row is gone');
+      assert.deepEqual(
+        (await listJson(box.env())).map((r) => r.bannedUntil),
+        [null, null],
+      );
+      await Promise.all([
+        fails(['keys', 'unban', old.id], box.env(), new RegExp(`key ${old.id} is not banned`)),
+        fails(['keys', 'unban', 'key_0000000000000000'], box.env(), /no key with ID key_0000000000000000/),
+      ]);
     });
   });
 

@@ -97,6 +97,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       grace: { type: 'string', value: 'DURATION', help: 'How long the old key keeps working: 90s, 30m, 24h, 7d (1s to 365d; default 24h)' },
       json: JSON_KEY,
     },
+    notes:
+      'The new key is the same subject as the old one for rate limits and bans: it goes on from the\n' +
+      "old key's minute and day counts, and a banned key's replacement is banned too, until the ban\n" +
+      'ends or keys unban lifts it (of either key, for both).',
   },
   {
     name: 'keys plan',
@@ -129,7 +133,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: ['ID'],
     synopsis: '[--json]',
     summary: 'Lift the temporary ban a key earned by exceeding its limits.',
-    options: { json: { type: 'boolean', help: 'Print {"id","action"} as JSON instead of prose' } },
+    options: { json: { type: 'boolean', help: 'Print {"id","action","keys"} as JSON instead of prose' } },
+    notes:
+      'Keys made by keys rotate share one ban with the key they replace: unbanning any of them lifts\n' +
+      'it for all, and the output names them.',
   },
 ];
 

@@ -87,7 +87,8 @@ async function existingKey(store: Store, id: string): Promise<ApiKey> {
  * A new key with the same environment, plan, limits and label; the old one keeps working for the
  * grace period (default 24 hours) so clients can switch without an outage, then expires. The new key
  * is the same subject as the old one: it goes on from the old key's minute and day counts and shares
- * its ban, so rotating gives neither fresh quota nor a way out of a ban.
+ * its ban, so rotating gives neither fresh quota nor a way out of a ban. `bannedUntilMs` is that ban's
+ * end, when the subject is banned.
  */
 export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
   const graceMs = parseDuration('--grace', graceRaw ?? '24h');
@@ -112,7 +113,26 @@ export async function rotateKey(store: Store, id: string, graceRaw: string | und
   // A key already set to expire sooner keeps its earlier date.
   const expiresAtMs = old.expiresAt && old.expiresAt.getTime() < oldExpiry ? old.expiresAt.getTime() : oldExpiry;
   const retired = (await store.updateKey(old.id, { expiresAtMs }))!;
-  return { key: issued.key, record, retired };
+  const bannedUntilMs = await store.banEndOf(record.subjectId, nowMs);
+  return { key: issued.key, record, retired, bannedUntilMs };
+}
+
+/**
+ * Lifts the ban of the key's subject, which every key of its rotations shares: unbanning the old or
+ * the new key of a rotation lifts it for both. Returns the other keys that share it.
+ */
+export async function unbanKey(store: Store, id: string, nowMs: number): Promise<ApiKey[]> {
+  const keys = await store.listKeys();
+  const key = keys.find((k) => k.id === id);
+  if (!key) throw new StateError(`no key with ID ${id} (petstore keys list shows them)`);
+  if (!(await store.liftBan(key.subjectId, nowMs))) throw new StateError(`key ${id} is not banned`);
+  return keys.filter((k) => k.subjectId === key.subjectId && k.id !== id);
+}
+
+/** Every key with the end of its subject's ban, as `keys list` shows them. */
+export async function listKeys(store: Store, nowMs: number) {
+  const bans = new Map((await store.listBans(nowMs)).map((b) => [b.keyId, b.bannedUntil.getTime()]));
+  return (await store.listKeys()).map((key) => describeKey(key, bans.get(key.subjectId)));
 }
 
 export async function changePlan(store: Store, id: string, options: CreateKeyOptions): Promise<ApiKey> {
@@ -155,6 +175,8 @@ export function describeKey(key: ApiKey, banEndMs: number | undefined) {
     revokedAt: key.revokedAt?.toISOString() ?? null,
     expiresAt: key.expiresAt?.toISOString() ?? null,
     bannedUntil: banEndMs === undefined ? null : new Date(banEndMs).toISOString(),
+    /** The id its limits and bans are kept under: its own, or the first key of the rotations it came from. */
+    subjectId: key.subjectId,
   };
 }
 

@@ -206,12 +206,16 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       return;
     }
     case 'rotate': {
-      const { key, record, retired } = await withStore(config, (store) => k.rotateKey(store, id, text(values.grace), Date.now()));
-      const out = k.describeKey(record, undefined);
+      const rotated = await withStore(config, (store) => k.rotateKey(store, id, text(values.grace), Date.now()));
+      const { key, retired, bannedUntilMs } = rotated;
+      const out = k.describeKey(rotated.record, bannedUntilMs);
       if (json) {
         console.log(JSON.stringify({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
       } else {
         console.log(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
+        console.log(`Both count against the same minute and day limits and share bans.`);
+        if (out.bannedUntil)
+          console.log(`${retired.id} is banned until ${out.bannedUntil}, so ${out.id} is too; petstore keys unban lifts it for both.`);
         console.log('This is the only time the key is shown; store it now:');
         console.log(key);
       }
@@ -232,20 +236,24 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       return;
     }
     case 'list': {
-      const rows = await withStore(config, async (store) => {
-        const now = Date.now();
-        const bans = new Map((await store.listBans(now)).map((b) => [b.keyId, b.bannedUntil.getTime()]));
-        return (await store.listKeys()).map((key) => k.describeKey(key, bans.get(key.id)));
-      });
+      const rows = await withStore(config, (store) => k.listKeys(store, Date.now()));
       console.log(json ? JSON.stringify(rows) : k.formatKeyTable(rows, Date.now(), { wide: values.wide === true }));
       return;
     }
-    case 'revoke':
+    case 'revoke': {
+      if (!(await withStore(config, (store) => store.revokeKey(id)))) throw new StateError(`no active key with ID ${id}`);
+      console.log(json ? JSON.stringify({ id, action }) : `Revoked ${id}; running servers see it within 5 seconds.`);
+      return;
+    }
     case 'unban': {
-      const changed = await withStore(config, (store) => (action === 'revoke' ? store.revokeKey(id) : store.liftBan(id, Date.now())));
-      if (!changed) throw new StateError(action === 'revoke' ? `no active key with ID ${id}` : `key ${id} is not banned`);
-      const done = action === 'revoke' ? 'Revoked' : 'Lifted the ban on';
-      console.log(json ? JSON.stringify({ id, action }) : `${done} ${id}; running servers see it within 5 seconds.`);
+      const sharing = (await withStore(config, (store) => k.unbanKey(store, id, Date.now()))).map((other) => other.id);
+      const also =
+        sharing.length === 0 ? '' : ` and on ${sharing.join(', ')}, which share${sharing.length === 1 ? 's' : ''} its limits by rotation`;
+      console.log(
+        json
+          ? JSON.stringify({ id, action, keys: [id, ...sharing] })
+          : `Lifted the ban on ${id}${also}; running servers see it within 5 seconds.`,
+      );
       return;
     }
   }
