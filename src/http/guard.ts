@@ -55,7 +55,7 @@ const charges = new WeakMap<ApiKey, KeyCharge>();
 function chargeOf(key: ApiKey): KeyCharge {
   let charge = charges.get(key);
   if (charge === undefined) {
-    charge = { subject: `key:${key.id}`, limits: keyLimits(key) };
+    charge = { subject: `key:${key.subjectId}`, limits: keyLimits(key) };
     charges.set(key, charge);
   }
   return charge;
@@ -127,7 +127,7 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** Counts a refusal toward a ban (which may place one), then throws the 429. */
   async function refuseOverLimit(request: FastifyRequest, key: ApiKey, decision: LimitDecision, nowMs: number): Promise<never> {
-    const banEnd = await bans.recordRefusal(key.id, nowMs);
+    const banEnd = await bans.recordRefusal(key.subjectId, nowMs);
     if (banEnd !== undefined) {
       metrics.bans.inc({ plan: key.plan });
       request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
@@ -137,7 +137,7 @@ export function createGuard(options: GuardOptions): Guard {
 
   async function guardKey(request: FastifyRequest, reply: FastifyReply, key: ApiKey): Promise<void> {
     const nowMs = now();
-    const bannedUntil = await bans.bannedUntil(key.id, nowMs);
+    const bannedUntil = await bans.bannedUntil(key.subjectId, nowMs);
     if (bannedUntil !== undefined) throw refuseBanned(request, reply, key, bannedUntil, nowMs);
     const { subject, limits } = chargeOf(key);
     const decision = await limiter.consume(subject, limits, nowMs);
@@ -152,7 +152,7 @@ export function createGuard(options: GuardOptions): Guard {
    */
   function guardKeyNow(request: FastifyRequest, reply: FastifyReply, key: ApiKey, done: HookDone): boolean {
     const nowMs = now();
-    const banEnd = bans.knownBanEnd(key.id, nowMs);
+    const banEnd = bans.knownBanEnd(key.subjectId, nowMs);
     if (banEnd === undefined) return false;
     if (banEnd > nowMs) {
       done(refuseBanned(request, reply, key, banEnd, nowMs));
