@@ -11,19 +11,24 @@ import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 
 /** Admits everything; reports full windows so the response headers are the same size. */
 class UnlimitedRateLimiter implements RateLimiter {
-  consumeNow(_subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
+  now(): number {
+    return Date.now();
+  }
+  consumeNow(_subject: string, limits: readonly WindowLimit[]): LimitDecision {
+    const nowMs = Date.now();
     return {
       allowed: true,
       limits,
+      nowMs,
       windows: limits.map((w) => ({ ...w, remaining: w.limit, resetAtMs: nowMs - (nowMs % w.windowMs) + w.windowMs })),
     };
   }
-  async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.consumeNow(subject, limits, nowMs);
+  async consume(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
+    return this.consumeNow(subject, limits);
   }
   peek = this.consume;
-  async firstMark(_subject: string, nowMs: number): Promise<number> {
-    return nowMs;
+  async firstMark(): Promise<number> {
+    return Date.now();
   }
   async close(): Promise<void> {}
 }

@@ -139,7 +139,6 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
       durationMs: config.banDurationSeconds * 1000,
       cacheTtlMs: config.keyCacheTtlMs,
     }),
-    now,
     anonymousPerMinute: config.anonymousPerMinute,
     metrics,
   });

@@ -1,11 +1,14 @@
 /**
  * Idempotency-Key on POST /v1/pets: the first response for a key and caller is stored and replayed
  * for 24 hours with Idempotent-Replayed: true (one pet, however many retries); a different body with
- * the same key is a 422; duplicates racing the first are answered 409 or with the replay, never a
- * second pet; keys are scoped to the API key; a malformed key is a 400 that stores nothing.
+ * the same key is a 422; duplicates racing the first are answered 409 (Retry-After: until the first's
+ * claim may be taken over) or with the replay, never a second pet; a claimant finishing after its key
+ * was taken over makes nothing; keys are scoped to the API key; a malformed key is a 400 that stores
+ * nothing.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { CLAIM_STALE_MS } from '../src/services/idempotent-creates.ts';
 import { call, errorOf, startTestServer, type TestServer } from './support/servers.ts';
 
 const count = async (server: TestServer) => (await server.store.listPets({ status: undefined, afterId: undefined, limit: 1000 })).length;
@@ -68,7 +71,8 @@ describe('Idempotency-Key', () => {
     for (const a of answers) {
       if (a.status === 409) {
         errorOf(a, 409, 'idempotency_key_in_use');
-        assert.equal(a.headers.get('retry-after'), '1');
+        // The server's clock stands still: the first claim may be taken over a whole stale age later.
+        assert.equal(a.headers.get('retry-after'), String(CLAIM_STALE_MS / 1000));
       } else {
         assert.equal(a.status, 201);
         assert.equal(a.text, fresh[0]!.text);
@@ -77,7 +81,7 @@ describe('Idempotency-Key', () => {
     assert.equal(await count(server), before + 1);
   });
 
-  test('while the first request holds the key, a duplicate is a 409 with Retry-After; a claim whose request died is taken over', async () => {
+  test('while the first request holds the key, a duplicate is a 409 with Retry-After until it may be taken over; then a retry creates', async () => {
     const keyId = (await server.store.listKeys()).find((k) => key.startsWith(k.prefix))!.id;
     const body = { name: 'Held', categoryId: 5 };
     // A request that claimed the key and is still creating (here: its claim, made directly).
@@ -85,16 +89,41 @@ describe('Idempotency-Key', () => {
       .createHash('sha256')
       .update(JSON.stringify(['Held', '5', 'available']))
       .digest('hex');
-    const claim = await server.store.claimIdempotencyKey({ keyId, idempotencyKey: 'held-1' }, hash, server.clock.now(), 86_400_000, 60_000);
+    const claim = await server.store.claimIdempotencyKey(
+      { keyId, idempotencyKey: 'held-1' },
+      hash,
+      server.clock.now(),
+      86_400_000,
+      CLAIM_STALE_MS,
+    );
     assert.equal(claim.state, 'claimed');
     const duplicate = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
     errorOf(duplicate, 409, 'idempotency_key_in_use');
-    assert.equal(duplicate.headers.get('retry-after'), '1');
-    // The claimant never finished (it crashed): a minute later a retry takes the key over and creates.
-    server.clock.advance(60_001);
+    assert.equal(duplicate.headers.get('retry-after'), String(CLAIM_STALE_MS / 1000));
+    // Retry-After counts down to the moment the claim may be taken over, in whole seconds, at least 1.
+    server.clock.advance(CLAIM_STALE_MS - 1500);
+    const later = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
+    assert.equal(later.headers.get('retry-after'), '2');
+    server.clock.advance(1499);
+    const last = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
+    assert.equal(last.headers.get('retry-after'), '1');
+    // The claimant never finished (it crashed, or its outcome was unknown): now a retry takes the key over and creates.
+    server.clock.advance(1);
     const retried = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
     assert.equal(retried.status, 201);
     assert.equal(retried.headers.get('idempotent-replayed'), null);
+    // The claimant, finishing late, makes nothing: the key was taken over with a new token.
+    assert.equal(
+      await server.store.createPetIdempotently({ keyId, idempotencyKey: 'held-1' }, (claim as { token: string }).token, {
+        name: 'Held',
+        categoryId: 5n,
+        status: 'available',
+      }),
+      undefined,
+    );
+    const replay = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'held-1' } });
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replay.text, retried.text);
   });
 
   test('keys are scoped to the API key, and expire after 24 hours', async () => {
@@ -139,7 +168,7 @@ describe('Idempotency-Key', () => {
   test('expired keys are purged from storage, not only forgotten', async () => {
     const scope = { keyId: 'key_purge', idempotencyKey: 'old' };
     const t0 = server.clock.now();
-    assert.deepEqual(await server.store.claimIdempotencyKey(scope, 'h', t0, 86_400_000, 60_000), { state: 'claimed' });
+    assert.equal((await server.store.claimIdempotencyKey(scope, 'h', t0, 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
     assert.equal(await server.store.purgeIdempotencyKeys(t0 - 1), 0);
     // A create more than a day later purges every claim made before its window.
     server.clock.advance(24 * 60 * 60 * 1000 + 61_000);
@@ -147,7 +176,7 @@ describe('Idempotency-Key', () => {
     await new Promise((r) => setTimeout(r, 100)); // the purge runs off the request's path
     assert.equal(await server.store.purgeIdempotencyKeys(t0), 0, 'the old claim was already purged');
     // A claim with a different request for the same key is free again: nothing of the old one is left.
-    assert.deepEqual(await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), 86_400_000, 60_000), { state: 'claimed' });
+    assert.equal((await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
   });
 
   test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {

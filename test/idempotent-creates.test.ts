@@ -1,13 +1,15 @@
 /**
  * The IdempotentCreates service on a real store (a SQLite file, and PostgreSQL when
  * PETSTORE_TEST_POSTGRES_URL is set) with a clock the test moves: the outcomes a route turns into
- * answers, the release of a claim whose create failed, and the purge of expired claims at most once a
- * minute, off the caller's path.
+ * answers, the release of a claim whose create failed (and only then), fencing, and the purge of
+ * expired claims at most once a minute, off the caller's path. On PostgreSQL also creates held up by a
+ * lock on the pets table: one that timed out, and one whose claim was taken over while it waited.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { NewPet } from '../src/domain/pet.ts';
+import pg from 'pg';
+import type { NewPet, Pet } from '../src/domain/pet.ts';
 import {
   CLAIM_STALE_MS,
   IDEMPOTENCY_WINDOW_MS,
@@ -16,10 +18,13 @@ import {
   requestHash,
   type IdempotentCreatesOptions,
 } from '../src/services/idempotent-creates.ts';
+import { CreateOutcomeUnknownError } from '../src/storage/errors.ts';
+import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
-import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from './support/engines.ts';
+import { createTestDatabase, openTestPostgresStore, POSTGRES_URL, requirePostgres } from './support/engines.ts';
 import { tempDir } from './support/temp.ts';
+import { eventually } from './support/waiting.ts';
 
 interface Opened {
   store: Store;
@@ -106,16 +111,23 @@ for (const engine of ENGINES) {
 
     test('while another request holds the key it is in flight; once that request is stale, the key is taken over', (t) =>
       withService(t, engine.open, async (creates, store, clock) => {
-        assert.deepEqual(
-          await store.claimIdempotencyKey(scope('held'), requestHash(REX), clock.ms, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS),
-          {
-            state: 'claimed',
-          },
-        );
+        const held = await store.claimIdempotencyKey(scope('held'), requestHash(REX), clock.ms, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+        assert.equal(held.state, 'claimed');
+        assert.deepEqual(await creates.create(scope('held'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS });
         clock.ms += CLAIM_STALE_MS - 1;
-        assert.deepEqual(await creates.create(scope('held'), REX), { outcome: 'in_flight' });
+        assert.deepEqual(await creates.create(scope('held'), REX), { outcome: 'in_flight', retryInMs: 1 }, 'until it may be taken over');
         clock.ms += 1;
-        assert.equal((await creates.create(scope('held'), REX)).outcome, 'created');
+        const taken = await creates.create(scope('held'), REX);
+        assert.equal(taken.outcome, 'created');
+        // The request that held it, finishing late, makes nothing: its token is no longer the claim's.
+        assert.equal(await store.createPetIdempotently(scope('held'), (held as { token: string }).token, REX), undefined);
+        assert.equal(await petCount(store), 1);
+      }));
+
+    test('a claim written by an instance whose clock is ahead asks for no longer than the stale age', (t) =>
+      withService(t, engine.open, async (creates, store, clock) => {
+        await store.claimIdempotencyKey(scope('ahead'), requestHash(REX), clock.ms + 60_000, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+        assert.deepEqual(await creates.create(scope('ahead'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS });
       }));
 
     test('a create that fails releases its claim: the corrected request may use the key', (t) =>
@@ -186,3 +198,87 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+/**
+ * PostgreSQL, where a create can outlive its caller: a statement held up by a table lock (as CREATE
+ * INDEX or ALTER TABLE take one) runs on after the client gave up on it, and commits if nothing stops it.
+ */
+describe('idempotent creates: postgres, a create held up by a lock on pets', () => {
+  /** A database of the test's own, a store on it with statements bounded at timeoutMs, and a locker. */
+  async function withLockablePets(
+    t: { skip(message: string): void },
+    timeoutMs: number,
+    fn: (store: Store, lock: { take(): Promise<void>; release(): Promise<void>; waiting(n: number): Promise<void> }) => Promise<void>,
+  ): Promise<void> {
+    if (!requirePostgres(t, 'idempotent creates held up by a lock on PostgreSQL')) return;
+    const database = await createTestDatabase();
+    const store = await openPostgresStore({ url: database.url, poolSize: 4, timeoutMs });
+    // The observer is not the locker: a transaction sees the activity statistics as it first read them.
+    const [locker, observer] = [new pg.Client({ connectionString: database.url }), new pg.Client({ connectionString: database.url })];
+    await Promise.all([locker.connect(), observer.connect()]);
+    const lock = {
+      take: async () => void (await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE')),
+      release: async () => void (await locker.query('COMMIT')),
+      /** Until n statements of this database wait for a lock. */
+      waiting: async (n: number) => {
+        const name = new URL(database.url).pathname.slice(1);
+        await eventually(
+          async () => {
+            const { rows } = await observer.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+              [name],
+            );
+            return rows[0]!.n >= n;
+          },
+          5000,
+          20,
+        );
+      },
+    };
+    try {
+      await fn(store, lock);
+    } finally {
+      await Promise.all([locker.end(), observer.end()]).catch(() => undefined);
+      await store.close().catch(() => undefined);
+      await database.drop();
+    }
+  }
+
+  test('a create that timed out keeps its claim (its outcome is unknown) until it may be taken over; one pet in the end', (t) =>
+    withLockablePets(t, 500, async (store, lock) => {
+      const clock = new Clock();
+      const creates = new IdempotentCreates({ store, now: clock.now, onPurgeError: (err) => assert.fail(String(err)) });
+      await lock.take();
+      await assert.rejects(creates.create(scope('stalled'), REX), CreateOutcomeUnknownError);
+      assert.deepEqual(await creates.create(scope('stalled'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS }, 'not released');
+      await lock.release();
+      clock.ms += CLAIM_STALE_MS;
+      const settled = await creates.create(scope('stalled'), REX);
+      // Created anew if the timed-out statement was cancelled, replayed if it committed after all.
+      assert.ok(settled.outcome === 'created' || settled.outcome === 'replayed', settled.outcome);
+      assert.deepEqual(await creates.create(scope('stalled'), REX), { outcome: 'replayed', pet: settled.pet });
+      assert.equal(await petCount(store), 1);
+    }));
+
+  test('a slow create whose claim was taken over meanwhile makes nothing; it answers with what the key holds', (t) =>
+    withLockablePets(t, 10_000, async (store, lock) => {
+      // Two instances, the second's clock past the first's claim's stale age.
+      const first = new IdempotentCreates({ store, now: () => Date.UTC(2026, 10, 22, 12), onPurgeError: () => undefined });
+      const second = new IdempotentCreates({
+        store,
+        now: () => Date.UTC(2026, 10, 22, 12) + CLAIM_STALE_MS,
+        onPurgeError: () => undefined,
+      });
+      await lock.take();
+      const slow = first.create(scope('taken'), REX);
+      await lock.waiting(1);
+      const taker = second.create(scope('taken'), REX);
+      await lock.waiting(2);
+      await lock.release();
+      const [late, taken] = await Promise.all([slow, taker]);
+      assert.equal(taken.outcome, 'created');
+      if (late.outcome === 'replayed') assert.deepEqual(late.pet, (taken as { pet: Pet }).pet);
+      else assert.equal(late.outcome, 'in_flight', 'the taker had not committed yet when the slow one looked');
+      assert.equal(await petCount(store), 1);
+    }));
+});

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import pg from 'pg';
 import type { Pet } from '../src/domain/pet.ts';
-import { IdempotentCreates, requestHash } from '../src/services/idempotent-creates.ts';
+import { CLAIM_STALE_MS, IdempotentCreates, requestHash } from '../src/services/idempotent-creates.ts';
 import { POSTGRES_MIGRATIONS } from '../src/storage/postgres/migrations.ts';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import { SQLITE_MIGRATIONS } from '../src/storage/sqlite/migrations.ts';
@@ -71,7 +71,12 @@ async function assertUpgraded(store: Store): Promise<void> {
     outcome: 'replayed',
     pet: BIG,
   });
-  assert.deepEqual(await creates.create(scope('unfinished'), { name: 'Small', categoryId: 1n, status: 'sold' }), { outcome: 'in_flight' });
+  // Unfinished and without a token (made before claims had one): in flight until it may be taken over,
+  // and then taken over with a token of its own, so the retry creates.
+  const small = { name: 'Small', categoryId: 1n, status: 'sold' } as const;
+  assert.deepEqual(await creates.create(scope('unfinished'), small), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS - 1000 });
+  const later = new IdempotentCreates({ store, now: () => NOW - 1000 + CLAIM_STALE_MS, onPurgeError: (err) => assert.fail(String(err)) });
+  assert.equal((await later.create(scope('unfinished'), small)).outcome, 'created');
   const fresh = await creates.create(scope('orphaned'), { name: 'New', categoryId: 2n, status: 'pending' });
   assert.equal(fresh.outcome, 'created', 'a finished key whose pet is gone was forgotten');
 }
@@ -159,23 +164,23 @@ describe('SQLite: a database of the previous release', () => {
         rows.map((r) => [r.version, r.name]),
         SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
       );
-      // The old versions moved to their new numbers with the moment they were applied; 2, 6 and 8 are new.
+      // The old versions moved to their new numbers with the moment they were applied; 2, 6, 7 and 8 are new.
       assert.deepEqual(
         [1, 3, 4, 5].map((v) => rows.find((r) => r.version === v)!.applied_at),
         [1001, 1002, 1003, 1004],
       );
-      for (const v of [2, 6, 8]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
+      for (const v of [2, 6, 7, 8]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
 
       const db = new DatabaseSync(path, { readOnly: true });
       try {
         const columns = (db.prepare('PRAGMA table_info(idempotency_keys)').all() as { name: string }[]).map((c) => c.name);
-        assert.deepEqual(columns, ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id']);
+        assert.deepEqual(columns, ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id', 'claim_token']);
       } finally {
         db.close();
       }
       await assertUpgraded(store);
-      // Ids go on above the old ones, exactly: the key forgotten above created BIG.id + 1.
-      assert.equal((await store.createPet({ name: 'Next', categoryId: 1n, status: 'available' })).id, BIG.id + 2n);
+      // Ids go on above the old ones, exactly: the forgotten key and the taken-over one created BIG.id + 1 and + 2.
+      assert.equal((await store.createPet({ name: 'Next', categoryId: 1n, status: 'available' })).id, BIG.id + 3n);
     } finally {
       await store.close();
     }
@@ -287,7 +292,7 @@ describe('PostgreSQL: a database of the previous release', () => {
           );
           assert.deepEqual(
             columns.rows.map((r) => r.column_name),
-            ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id'],
+            ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id', 'claim_token'],
           );
           await assertUpgraded(store);
         } finally {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { MINUTE_MS, DAY_MS } from '../src/domain/durations.ts';
-import type { WindowLimit } from '../src/limits/limiter.ts';
+import type { RateLimiter, WindowLimit } from '../src/limits/limiter.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix, REDIS_URL } from './support/engines.ts';
 
@@ -19,6 +19,15 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 /** Early in a minute, so that a test's requests all fall into one minute window. */
 const T0 = Date.UTC(2030, 0, 15, 10, 30, 0, 0);
 
+/** The limiters' clock: Redis's, shifted to where the test puts it. */
+const clock = { ms: T0, now: () => clock.ms };
+
+/** A decision taken at the moment `atMs` of the test's clock. */
+function consumeAt(limiter: RateLimiter, subject: string, limits: readonly WindowLimit[], atMs: number) {
+  clock.ms = atMs;
+  return limiter.consume(subject, limits);
+}
+
 describe('pre-admission of busy keys', () => {
   const redis = new Redis(REDIS_URL!);
   const cleanups: (() => Promise<void>)[] = [];
@@ -28,14 +37,14 @@ describe('pre-admission of busy keys', () => {
   });
 
   const limiterWith = async (keyPrefix: string, maxBlock?: number, metrics = createMetrics()) => {
-    const limiter = await createTestRedisLimiter({ keyPrefix, maxBlock, metrics });
+    const limiter = await createTestRedisLimiter({ keyPrefix, maxBlock, metrics, clock });
     cleanups.push(async () => {
       await limiter.close();
       await limiter.cleanup();
     });
     return limiter;
   };
-  const minuteCount = async (prefix: string, subject: string) => Number((await redis.get(`${prefix}:{${subject}}:minute:${T0}`)) ?? 0);
+  const minuteCount = async (prefix: string, subject: string) => Number((await redis.hget(`${prefix}:{${subject}}:minute`, 'c')) ?? 0);
 
   test('a busy key costs one Redis call per block, its Remaining still falls by one per request, and close hands back the rest', async () => {
     const prefix = newKeyPrefix();
@@ -43,7 +52,7 @@ describe('pre-admission of busy keys', () => {
     const limits = limitsOf(2_000_000, 100_000_000);
     const remaining: number[] = [];
     for (let i = 0; i < 300; i++) {
-      const decision = await limiter.consume('key:busy', limits, T0 + i);
+      const decision = await consumeAt(limiter, 'key:busy', limits, T0 + i);
       assert.equal(decision.allowed, true);
       remaining.push(decision.windows[0]!.remaining);
     }
@@ -65,8 +74,8 @@ describe('pre-admission of busy keys', () => {
     const limiter = await limiterWith(prefix, undefined, metrics);
     const limits = limitsOf(2_000_000, 100_000_000);
     // Warm: the key's blocks grow to the largest size.
-    for (let i = 0; i < 300; i++) await limiter.consume('key:together', limits, T0 + i);
-    const decisions = await Promise.all(Array.from({ length: 2_000 }, () => limiter.consume('key:together', limits, T0 + 400)));
+    for (let i = 0; i < 300; i++) await consumeAt(limiter, 'key:together', limits, T0 + i);
+    const decisions = await Promise.all(Array.from({ length: 2_000 }, () => consumeAt(limiter, 'key:together', limits, T0 + 400)));
     assert.ok(decisions.every((d) => d.allowed));
     // Each remaining figure is given once: no two requests were admitted from the same place.
     assert.equal(new Set(decisions.map((d) => d.windows[0]!.remaining)).size, 2_000);
@@ -86,7 +95,7 @@ describe('pre-admission of busy keys', () => {
     let admitted = 0;
     for (let i = 0; i < 6_000; i++) {
       const limiter = i % 3 === 0 ? b : a;
-      if ((await limiter.consume('key:shared', limits, T0 + (i % 500))).allowed) admitted++;
+      if ((await consumeAt(limiter, 'key:shared', limits, T0 + (i % 500))).allowed) admitted++;
     }
     assert.equal(admitted, 5_000);
     assert.equal(await minuteCount(prefix, 'key:shared'), 5_000);
@@ -101,13 +110,13 @@ describe('pre-admission of busy keys', () => {
     const b = await limiterWith(prefix);
     const limits = limitsOf(4_000, 1_000_000);
     const decisions = await Promise.all(
-      Array.from({ length: 5_000 }, (_, i) => (i % 2 === 0 ? a : b).consume('key:burst', limits, T0 + Math.floor(i / 20))),
+      Array.from({ length: 5_000 }, (_, i) => consumeAt(i % 2 === 0 ? a : b, 'key:burst', limits, T0 + Math.floor(i / 20))),
     );
     // Some of the last requests may be refused while the other instance still holds part of a block;
     // whatever it holds is spent by the next requests it receives.
     const refusedEarly = decisions.filter((d) => !d.allowed).length;
     let admitted = 5_000 - refusedEarly;
-    for (let i = 0; i < 200; i++) if ((await (i % 2 === 0 ? a : b).consume('key:burst', limits, T0 + 400)).allowed) admitted++;
+    for (let i = 0; i < 200; i++) if ((await consumeAt(i % 2 === 0 ? a : b, 'key:burst', limits, T0 + 400)).allowed) admitted++;
     assert.equal(admitted, 4_000);
     assert.equal(await minuteCount(prefix, 'key:burst'), 4_000);
   });
@@ -117,9 +126,9 @@ describe('pre-admission of busy keys', () => {
     const limiter = await limiterWith(prefix);
     const off = await limiterWith(prefix, 1);
     for (let i = 1; i <= 50; i++) {
-      await limiter.consume('key:business', limitsOf(1_000, 100_000), T0 + i);
+      await consumeAt(limiter, 'key:business', limitsOf(1_000, 100_000), T0 + i);
       assert.equal(await minuteCount(prefix, 'key:business'), i);
-      await off.consume('key:enterprise', limitsOf(2_000_000, 100_000_000), T0 + i);
+      await consumeAt(off, 'key:enterprise', limitsOf(2_000_000, 100_000_000), T0 + i);
       assert.equal(await minuteCount(prefix, 'key:enterprise'), i);
     }
   });
@@ -128,10 +137,10 @@ describe('pre-admission of busy keys', () => {
     const prefix = newKeyPrefix();
     const limiter = await limiterWith(prefix);
     const limits = limitsOf(2_000_000, 100_000_000);
-    for (let i = 0; i < 40; i++) await limiter.consume('key:slowing', limits, T0 + i);
+    for (let i = 0; i < 40; i++) await consumeAt(limiter, 'key:slowing', limits, T0 + i);
     assert.ok((await minuteCount(prefix, 'key:slowing')) > 40);
     // Two seconds later (still in the same minute) the next request retires the old block first.
-    await limiter.consume('key:slowing', limits, T0 + 2_000);
+    await consumeAt(limiter, 'key:slowing', limits, T0 + 2_000);
     // The hand-back and the new decision travel in order on one connection.
     const counted = await minuteCount(prefix, 'key:slowing');
     assert.ok(counted >= 41 && counted <= 41 + 40, `counted ${counted}`);
@@ -142,22 +151,22 @@ describe('pre-admission of busy keys', () => {
   test('near the end of a window blocks stop: the last requests are decided one at a time', async () => {
     const prefix = newKeyPrefix();
     const limits = limitsOf(100_000, 100_000_000);
-    const counter = `${prefix}:{key:late}:minute:${T0}`;
+    const counter = `${prefix}:{key:late}:minute`;
     const early = await limiterWith(prefix);
-    for (let i = 0; i < 100; i++) await early.consume('key:late', limits, T0 + i);
+    for (let i = 0; i < 100; i++) await consumeAt(early, 'key:late', limits, T0 + i);
     await early.close();
     // Other instances have used all but 15 of the minute: a block of 2 would need 20 left.
-    await redis.set(counter, String(100_000 - 15), 'KEEPTTL');
+    await redis.hset(counter, 'c', String(100_000 - 15));
     const late = await limiterWith(prefix);
     let admitted = 0;
     for (let i = 1; i <= 20; i++) {
-      if ((await late.consume('key:late', limits, T0 + 100 + i)).allowed) admitted++;
+      if ((await consumeAt(late, 'key:late', limits, T0 + 100 + i)).allowed) admitted++;
       assert.equal(await minuteCount(prefix, 'key:late'), 100_000 - 15 + Math.min(i, 15));
     }
     assert.equal(admitted, 15);
     // The same requests far from the limit take growing blocks.
-    await redis.set(counter, '0', 'KEEPTTL');
-    for (let i = 1; i <= 20; i++) await late.consume('key:late', limits, T0 + 200 + i);
+    await redis.hset(counter, 'c', '0');
+    for (let i = 1; i <= 20; i++) await consumeAt(late, 'key:late', limits, T0 + 200 + i);
     assert.ok((await minuteCount(prefix, 'key:late')) > 20);
   });
 });

@@ -791,74 +791,148 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
     describe('idempotency claims', () => {
       const t0 = Date.UTC(2026, 10, 22, 12, 0, 0);
       const DAY = 86_400_000;
-      const STALE = 60_000;
+      const STALE = 5_000;
       const scope = { keyId: 'key_idem', idempotencyKey: 'create-1' };
       const claim = (store: Store, hash: string, nowMs: number, key = scope) => store.claimIdempotencyKey(key, hash, nowMs, DAY, STALE);
+      /** A claim that must be won: its fencing token. */
+      const won = async (store: Store, hash: string, nowMs: number, key = scope): Promise<string> => {
+        const c = await claim(store, hash, nowMs, key);
+        assert.equal(c.state, 'claimed', JSON.stringify(c));
+        return (c as { token: string }).token;
+      };
+      const petCount = async (store: Store) => (await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length;
 
       test('the first claim of a key wins; while it is unfinished the same request is in flight and another one a mismatch', () =>
         withStore(async ({ store }) => {
-          assert.deepEqual(await claim(store, 'h1', t0), { state: 'claimed' });
-          assert.deepEqual(await claim(store, 'h1', t0 + STALE - 1), { state: 'in_flight' });
+          const first = await claim(store, 'h1', t0);
+          assert.equal(first.state, 'claimed');
+          assert.match((first as { token: string }).token, /^[\w-]{16,}$/);
+          assert.deepEqual(await claim(store, 'h1', t0 + STALE - 1), { state: 'in_flight', staleAtMs: t0 + STALE });
           assert.deepEqual(await claim(store, 'h2', t0 + STALE - 1), { state: 'mismatch' });
           const theirs = { keyId: 'key_other', idempotencyKey: 'create-1' };
-          assert.deepEqual(await claim(store, 'h1', t0, theirs), { state: 'claimed' }, 'scoped to the caller');
+          const other = await won(store, 'h1', t0, theirs);
+          assert.notEqual(other, (first as { token: string }).token, 'every claim has a token of its own');
         }));
 
       test('a finished claim resolves to the created pet, exactly, and survives a reopen', () =>
         withStore(async (h) => {
-          assert.deepEqual(await claim(h.store, 'h1', t0), { state: 'claimed' });
-          const pet = await h.store.createPetIdempotently(scope, newPet('Once', { categoryId: 9223372036854775807n, status: 'pending' }));
+          const token = await won(h.store, 'h1', t0);
+          const pet = await h.store.createPetIdempotently(
+            scope,
+            token,
+            newPet('Once', { categoryId: 9223372036854775807n, status: 'pending' }),
+          );
           assert.deepEqual(pet, { id: 1n, name: 'Once', categoryId: 9223372036854775807n, status: 'pending' } satisfies Pet);
           assert.deepEqual(await h.store.getPet(pet.id), pet);
           assert.deepEqual(await claim(h.store, 'h1', t0 + 1000), { state: 'done', pet });
           assert.deepEqual(await claim(h.store, 'h2', t0 + 1000), { state: 'mismatch' });
           const store = await h.reopen();
           assert.deepEqual(await claim(store, 'h1', t0 + DAY - 1), { state: 'done', pet }, 'finished: never stale within its window');
-          assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 1);
+          assert.equal(await petCount(store), 1);
         }));
 
-      test('an unfinished claim older than the stale age is taken over, by any request', () =>
+      test('an unfinished claim older than the stale age is taken over, by any request, with a new token', () =>
         withStore(async ({ store }) => {
-          await claim(store, 'h1', t0);
-          assert.deepEqual(await claim(store, 'h2', t0 + STALE), { state: 'claimed' });
-          assert.deepEqual(await claim(store, 'h2', t0 + STALE + 1), { state: 'in_flight' }, 'the new claimant holds it now');
+          const first = await won(store, 'h1', t0);
+          const second = await won(store, 'h2', t0 + STALE);
+          assert.notEqual(second, first);
+          assert.deepEqual(
+            await claim(store, 'h2', t0 + STALE + 1),
+            { state: 'in_flight', staleAtMs: t0 + 2 * STALE },
+            'the new claimant holds it now',
+          );
           assert.deepEqual(await claim(store, 'h1', t0 + STALE + 1), { state: 'mismatch' });
+        }));
+
+      test('fencing: a create whose claim was taken over makes nothing, before or after the new claimant creates', () =>
+        withStore(async ({ store }) => {
+          const first = await won(store, 'h', t0);
+          const second = await won(store, 'h', t0 + STALE);
+          assert.equal(await store.createPetIdempotently(scope, first, newPet('Late')), undefined, 'taken over: nothing');
+          assert.equal(await petCount(store), 0);
+          const pet = await store.createPetIdempotently(scope, second, newPet('Taker'));
+          assert.equal(pet?.name, 'Taker');
+          assert.equal(await store.createPetIdempotently(scope, first, newPet('Later')), undefined, 'finished by another: nothing');
+          assert.equal(await store.createPetIdempotently(scope, second, newPet('Twice')), undefined, 'finished: never a second pet');
+          assert.deepEqual(await claim(store, 'h', t0 + STALE + 1), { state: 'done', pet });
+          assert.deepEqual(await store.listPets({ status: undefined, afterId: undefined, limit: 10 }), [pet]);
+          // A create that made nothing drew no id: the next pet takes the one after the taker's.
+          assert.equal((await store.createPet(newPet('Next'))).id, pet!.id + 1n);
+        }));
+
+      test('fencing: a create whose claim was released, expired or never made makes nothing', () =>
+        withStore(async ({ store }) => {
+          const token = await won(store, 'h', t0);
+          await store.releaseIdempotencyKey(scope, token);
+          assert.equal(await store.createPetIdempotently(scope, token, newPet('Released')), undefined);
+          const again = await won(store, 'h', t0 + 1);
+          assert.equal(
+            await store.createPetIdempotently(scope, token, newPet('Old token')),
+            undefined,
+            'a claim made anew has a new token',
+          );
+          assert.equal(await store.purgeIdempotencyKeys(t0 + 1), 1);
+          assert.equal(await store.createPetIdempotently(scope, again, newPet('Purged')), undefined);
+          assert.equal(await store.createPetIdempotently({ ...scope, idempotencyKey: 'never' }, again, newPet('Never')), undefined);
+          assert.equal(await petCount(store), 0);
         }));
 
       test('claims expire after their window, finished or not', () =>
         withStore(async ({ store }) => {
-          await claim(store, 'h1', t0);
-          await store.createPetIdempotently(scope, newPet('Expiring'));
-          assert.deepEqual(await claim(store, 'h2', t0 + DAY), { state: 'claimed' });
-          const pet = await store.createPetIdempotently(scope, newPet('Again'));
-          assert.equal(pet.id, 2n);
+          await store.createPetIdempotently(scope, await won(store, 'h1', t0), newPet('Expiring'));
+          const pet = await store.createPetIdempotently(scope, await won(store, 'h2', t0 + DAY), newPet('Again'));
+          assert.equal(pet?.id, 2n);
           assert.deepEqual(await claim(store, 'h2', t0 + DAY + 1), { state: 'done', pet });
         }));
 
-      test('release frees an unfinished claim and leaves a finished one', () =>
+      test('release frees an unfinished claim with its token only, and leaves a finished one', () =>
         withStore(async ({ store }) => {
-          await claim(store, 'h1', t0);
-          await store.releaseIdempotencyKey(scope);
-          assert.deepEqual(await claim(store, 'h2', t0 + 1), { state: 'claimed' });
-          const pet = await store.createPetIdempotently(scope, newPet('Kept'));
-          await store.releaseIdempotencyKey(scope);
+          const first = await won(store, 'h1', t0);
+          await store.releaseIdempotencyKey(scope, 'another-token');
+          assert.deepEqual(
+            await claim(store, 'h1', t0 + 1),
+            { state: 'in_flight', staleAtMs: t0 + STALE },
+            'another token releases nothing',
+          );
+          await store.releaseIdempotencyKey(scope, first);
+          const second = await won(store, 'h2', t0 + 1);
+          // The first request's release, late, after another took the key: the new claim stays.
+          await store.releaseIdempotencyKey(scope, first);
+          assert.deepEqual(await claim(store, 'h2', t0 + 2), { state: 'in_flight', staleAtMs: t0 + 1 + STALE });
+          const pet = await store.createPetIdempotently(scope, second, newPet('Kept'));
+          await store.releaseIdempotencyKey(scope, second);
           assert.deepEqual(await claim(store, 'h2', t0 + 2), { state: 'done', pet });
-          await store.releaseIdempotencyKey({ keyId: 'key_idem', idempotencyKey: 'never-claimed' });
+          await store.releaseIdempotencyKey({ keyId: 'key_idem', idempotencyKey: 'never-claimed' }, second);
+        }));
+
+      test('find reads a claim without claiming or taking over', () =>
+        withStore(async ({ store }) => {
+          assert.equal(await store.findIdempotencyKey(scope, 'h1', STALE), undefined);
+          assert.equal(await store.findIdempotencyKey(scope, 'h1', STALE), undefined, 'nothing was claimed by looking');
+          const token = await won(store, 'h1', t0);
+          assert.deepEqual(
+            await store.findIdempotencyKey(scope, 'h1', STALE),
+            { state: 'in_flight', staleAtMs: t0 + STALE },
+            'however old',
+          );
+          assert.deepEqual(await store.findIdempotencyKey(scope, 'h2', STALE), { state: 'mismatch' });
+          const pet = await store.createPetIdempotently(scope, token, newPet('Found'));
+          assert.deepEqual(await store.findIdempotencyKey(scope, 'h1', STALE), { state: 'done', pet });
+          assert.deepEqual(await store.findIdempotencyKey(scope, 'h2', STALE), { state: 'mismatch' });
         }));
 
       test('purge deletes the claims made at or before a moment and counts them', () =>
         withStore(async ({ store }) => {
           const key = (idempotencyKey: string) => ({ keyId: 'key_idem', idempotencyKey });
           await claim(store, 'h', t0, key('a'));
-          await claim(store, 'h', t0 + 10, key('b'));
-          await store.createPetIdempotently(key('b'), newPet('b'));
+          await store.createPetIdempotently(key('b'), await won(store, 'h', t0 + 10, key('b')), newPet('b'));
           await claim(store, 'h', t0 + 20, key('c'));
           assert.equal(await store.purgeIdempotencyKeys(t0 - 1), 0);
           assert.equal(await store.purgeIdempotencyKeys(t0 + 10), 2);
           assert.equal(await store.purgeIdempotencyKeys(t0 + 10), 0);
-          assert.deepEqual(await claim(store, 'other', t0 + 30, key('b')), { state: 'claimed' }, 'nothing of the purged claim is left');
+          assert.equal((await claim(store, 'other', t0 + 30, key('b'))).state, 'claimed', 'nothing of the purged claim is left');
           assert.deepEqual(await claim(store, 'other', t0 + 30, key('c')), { state: 'mismatch' });
-          assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 1, 'purging keeps the pets');
+          assert.equal(await petCount(store), 1, 'purging keeps the pets');
         }));
     });
 

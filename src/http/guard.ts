@@ -10,12 +10,12 @@ import fp from 'fastify-plugin';
 import type { ApiKey } from '../domain/api-key.ts';
 import type { KeyBans } from '../limits/bans.ts';
 import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
-import type { LimitDecision, RateLimiter, WindowLimit } from '../limits/limiter.ts';
+import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AuthResult, KeyAuthenticator } from './authenticate.ts';
 import { addressBucket } from './client-address.ts';
 import { ApiError } from './api-error.ts';
-import { applyRateLimitHeaders, nearestExhaustion, secondsUntil } from './rate-limit-headers.ts';
+import { applyRateLimitHeaders, secondsUntil } from './rate-limit-headers.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -33,7 +33,6 @@ export interface GuardOptions {
   authenticator: KeyAuthenticator;
   limiter: RateLimiter;
   bans: KeyBans;
-  now: () => number;
   anonymousPerMinute: number;
   metrics: Metrics;
 }
@@ -71,9 +70,9 @@ function banned(untilMs: number, nowMs: number): ApiError {
   );
 }
 
-function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
+function rateLimited(decision: LimitDecision): ApiError {
   const refusing = nearestExhaustion(decision.windows);
-  const retryAfter = Math.max(1, secondsUntil(refusing.resetAtMs, nowMs));
+  const retryAfter = Math.max(1, secondsUntil(refusing.resetAtMs, decision.nowMs));
   return new ApiError(
     'rate_limited',
     `Rate limit of ${refusing.limit} requests per ${refusing.name} exceeded; retry after ${retryAfter} s`,
@@ -82,8 +81,8 @@ function rateLimited(decision: LimitDecision, nowMs: number): ApiError {
 }
 
 /** While a key is banned every rate-limit header describes the ban: nothing left until it ends. */
-function banWindows(limits: readonly WindowLimit[], bannedUntilMs: number): LimitDecision {
-  return { allowed: false, limits, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
+function banWindows(limits: readonly WindowLimit[], bannedUntilMs: number, nowMs: number): LimitDecision {
+  return { allowed: false, limits, nowMs, windows: limits.map((w) => ({ ...w, remaining: 0, resetAtMs: bannedUntilMs })) };
 }
 
 /** An onRequest hook that refuses by throwing an ApiError, having set the rate-limit headers. */
@@ -103,19 +102,19 @@ export interface Guard {
 }
 
 export function createGuard(options: GuardOptions): Guard {
-  const { authenticator, limiter, bans, now, metrics } = options;
+  const { authenticator, limiter, bans, metrics } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
 
   /** Sets the ban's headers and names the key for the log; the error to answer with. */
   function refuseBanned(request: FastifyRequest, reply: FastifyReply, key: ApiKey, bannedUntil: number, nowMs: number): ApiError {
-    applyRateLimitHeaders(reply, banWindows(chargeOf(key).limits, bannedUntil), nowMs);
+    applyRateLimitHeaders(reply, banWindows(chargeOf(key).limits, bannedUntil, nowMs));
     request.refusedKeyId = key.id;
     return banned(bannedUntil, nowMs);
   }
 
   /** Sets the decision's headers; true when the key is admitted. */
-  function admit(request: FastifyRequest, reply: FastifyReply, key: ApiKey, decision: LimitDecision, nowMs: number): boolean {
-    applyRateLimitHeaders(reply, decision, nowMs);
+  function admit(request: FastifyRequest, reply: FastifyReply, key: ApiKey, decision: LimitDecision): boolean {
+    applyRateLimitHeaders(reply, decision);
     if (decision.allowed) {
       request.apiKey = key;
       return true;
@@ -126,22 +125,22 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   /** Counts a refusal toward a ban (which may place one), then throws the 429. */
-  async function refuseOverLimit(request: FastifyRequest, key: ApiKey, decision: LimitDecision, nowMs: number): Promise<never> {
-    const banEnd = await bans.recordRefusal(key.subjectId, nowMs);
+  async function refuseOverLimit(request: FastifyRequest, key: ApiKey, decision: LimitDecision): Promise<never> {
+    const banEnd = await bans.recordRefusal(key.subjectId, decision);
     if (banEnd !== undefined) {
       metrics.bans.inc({ plan: key.plan });
       request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
     }
-    throw rateLimited(decision, nowMs);
+    throw rateLimited(decision);
   }
 
   async function guardKey(request: FastifyRequest, reply: FastifyReply, key: ApiKey): Promise<void> {
-    const nowMs = now();
+    const nowMs = limiter.now();
     const bannedUntil = await bans.bannedUntil(key.subjectId, nowMs);
     if (bannedUntil !== undefined) throw refuseBanned(request, reply, key, bannedUntil, nowMs);
     const { subject, limits } = chargeOf(key);
-    const decision = await limiter.consume(subject, limits, nowMs);
-    if (!admit(request, reply, key, decision, nowMs)) await refuseOverLimit(request, key, decision, nowMs);
+    const decision = await limiter.consume(subject, limits);
+    if (!admit(request, reply, key, decision)) await refuseOverLimit(request, key, decision);
   }
 
   /**
@@ -151,7 +150,7 @@ export function createGuard(options: GuardOptions): Guard {
    * The common request so costs no promise and no turn of the microtask queue.
    */
   function guardKeyNow(request: FastifyRequest, reply: FastifyReply, key: ApiKey, done: HookDone): boolean {
-    const nowMs = now();
+    const nowMs = limiter.now();
     const banEnd = bans.knownBanEnd(key.subjectId, nowMs);
     if (banEnd === undefined) return false;
     if (banEnd > nowMs) {
@@ -159,10 +158,10 @@ export function createGuard(options: GuardOptions): Guard {
       return true;
     }
     const { subject, limits } = chargeOf(key);
-    const decision = limiter.consumeNow(subject, limits, nowMs);
+    const decision = limiter.consumeNow(subject, limits);
     if (decision === undefined) return false;
-    if (admit(request, reply, key, decision, nowMs)) done();
-    else refuseOverLimit(request, key, decision, nowMs).catch(done);
+    if (admit(request, reply, key, decision)) done();
+    else refuseOverLimit(request, key, decision).catch(done);
     return true;
   }
 
@@ -177,12 +176,11 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** Charges the client's address (its /64 for IPv6); throws the 429 when it has no room left. */
   async function chargeAddress(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const nowMs = now();
-    const decision = await limiter.consume(`addr:${addressBucket(request.client)}`, anonymous, nowMs);
-    applyRateLimitHeaders(reply, decision, nowMs);
+    const decision = await limiter.consume(`addr:${addressBucket(request.client)}`, anonymous);
+    applyRateLimitHeaders(reply, decision);
     if (!decision.allowed) {
       metrics.rateLimited.inc({ plan: 'anonymous' });
-      throw rateLimited(decision, nowMs);
+      throw rateLimited(decision);
     }
   }
 

@@ -8,15 +8,7 @@
  *   RateLimit: "minute";r=59;t=41, "day";r=999;t=50441
  */
 import type { FastifyReply } from 'fastify';
-import type { LimitDecision, WindowLimit, WindowState } from '../limits/limiter.ts';
-
-export function nearestExhaustion(windows: readonly WindowState[]): WindowState {
-  let chosen = windows[0]!;
-  for (const w of windows) {
-    if (w.remaining < chosen.remaining || (w.remaining === chosen.remaining && w.windowMs > chosen.windowMs)) chosen = w;
-  }
-  return chosen;
-}
+import { nearestExhaustion, type LimitDecision, type WindowLimit } from '../limits/limiter.ts';
 
 /** Whole seconds until a moment, never less than 1 while the moment is in the future. */
 export function secondsUntil(atMs: number, nowMs: number): number {
@@ -35,7 +27,9 @@ function policyOf(limits: readonly WindowLimit[]): string {
   return policy;
 }
 
-export function rateLimitHeaders(decision: LimitDecision, nowMs: number): Record<string, string> {
+/** The headers of a decision, counting from the moment it was taken. */
+export function rateLimitHeaders(decision: LimitDecision): Record<string, string> {
+  const nowMs = decision.nowMs;
   const shown = nearestExhaustion(decision.windows);
   return {
     'X-RateLimit-Limit': String(shown.limit),
@@ -46,6 +40,6 @@ export function rateLimitHeaders(decision: LimitDecision, nowMs: number): Record
   };
 }
 
-export function applyRateLimitHeaders(reply: FastifyReply, decision: LimitDecision, nowMs: number): void {
-  reply.headers(rateLimitHeaders(decision, nowMs));
+export function applyRateLimitHeaders(reply: FastifyReply, decision: LimitDecision): void {
+  reply.headers(rateLimitHeaders(decision));
 }

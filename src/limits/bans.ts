@@ -4,13 +4,16 @@
  * A client with many workers that honour Retry-After still gets a burst of refusals at its limit:
  * every request already in flight when the first 429 left is refused too, and none of them could have
  * seen it. So a refusal counts toward a ban only when it arrives at least BAN_GRACE_MS after the key's
- * first refusal (the first refusal starts a one-minute period; the next refusal after it starts a new
- * one). Counted refusals go into a fixed one-minute window (by the same limiter as the quotas, so in
- * Redis the count is shared by every instance); when a key reaches BAN_THRESHOLD counted refusals in
- * one window it is banned for BAN_DURATION_SECONDS. The response that reaches the threshold is still
- * `rate_limited`; from the next request on the key gets `key_banned` until the ban ends. A key earns at
- * most one ban per window.
+ * first refusal in the window that refused it (the window its Retry-After waits for: a minute, or the
+ * day). Each window has a first refusal of its own, so workers that wait out every Retry-After start
+ * each window afresh however many windows they span. Counted refusals go into a fixed one-minute
+ * window (by the same limiter as the quotas, so in Redis the count is shared by every instance); when
+ * a key reaches BAN_THRESHOLD counted refusals in one window it is banned for BAN_DURATION_SECONDS,
+ * to the whole second, so that the ban's X-RateLimit-Reset and Retry-After name the same instant. The
+ * response that reaches the threshold is still `rate_limited`; from the next request on the key gets
+ * `key_banned` until the ban ends. A key earns at most one ban per window.
  *
+ * A key here is its subject (ApiKey.subjectId): a rotated key shares the bans of the key it replaced.
  * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
  * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
  * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL.
@@ -18,7 +21,7 @@
 import type { BanStore } from '../storage/store.ts';
 import { MINUTE_MS } from '../domain/durations.ts';
 import { TtlCache } from '../domain/ttl-cache.ts';
-import type { RateLimiter } from './limiter.ts';
+import { nearestExhaustion, type LimitDecision, type RateLimiter } from './limiter.ts';
 
 export interface BanPolicy {
   /** Refused requests in one window that earn a ban. */
@@ -63,18 +66,19 @@ export class KeyBans {
   }
 
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
-  async recordRefusal(keyId: string, nowMs: number): Promise<number | undefined> {
-    const firstRefusalMs = await this.#limiter.firstMark(`refusals:${keyId}`, nowMs, MINUTE_MS);
+  async recordRefusal(keyId: string, refusal: LimitDecision): Promise<number | undefined> {
+    const nowMs = refusal.nowMs;
+    const refusing = nearestExhaustion(refusal.windows);
+    const window = `${refusing.name}:${refusing.resetAtMs}`;
+    const firstRefusalMs = await this.#limiter.firstMark(`refusals:${keyId}:${window}`, refusing.resetAtMs);
     if (nowMs - firstRefusalMs < this.#policy.graceMs) return undefined;
-    const refusals = await this.#limiter.consume(
-      `refused:${keyId}`,
-      [{ name: 'refused', limit: this.#policy.threshold, windowMs: MINUTE_MS }],
-      nowMs,
-    );
+    const refusals = await this.#limiter.consume(`refused:${keyId}`, [
+      { name: 'refused', limit: this.#policy.threshold, windowMs: MINUTE_MS },
+    ]);
     // Only the refusal that reaches the threshold bans: one ban per key and window at most, so a key
     // unbanned by the operator is not banned again by refusals it had already made in this window.
     if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
-    const bannedUntilMs = nowMs + this.#policy.durationMs;
+    const bannedUntilMs = Math.ceil((nowMs + this.#policy.durationMs) / 1000) * 1000;
     await this.#store.banKey(keyId, bannedUntilMs);
     this.#cache.set(keyId, bannedUntilMs, nowMs);
     return bannedUntilMs;

@@ -1,12 +1,17 @@
 /**
- * Rate limiting contract. A subject (an API key id, or a client address for requests without a valid
- * key) has one or more windows; a request is admitted only when every window has room, and only an
- * admitted request is counted, so refused requests never consume quota.
+ * Rate limiting contract. A subject (an API key's subject, or a client address for requests without a
+ * valid key) has one or more windows; a request is admitted only when every window has room, and only
+ * an admitted request is counted, so refused requests never consume quota.
  *
  * Windows are fixed and aligned to the Unix epoch: the minute window resets at every whole UTC minute
  * and the day window at UTC midnight. Fixed windows make limits exact and cheap to count (one counter
  * per window, atomic in Redis with one script), and their reset instants are the same for every
  * instance, which is what X-RateLimit-Reset and Retry-After promise.
+ *
+ * Each limiter decides by its own clock (`now()`): the in-process one by the instance's, the Redis one
+ * by Redis's, so that instances whose clocks disagree still share one set of windows. A decision says
+ * the moment it was taken at, and everything answered about it (headers, Retry-After, a ban placed
+ * for it) counts from that moment.
  */
 
 export interface WindowLimit {
@@ -31,24 +36,41 @@ export interface LimitDecision {
   windows: WindowState[];
   /** The limits decided on: the same array for every decision on a subject's limits, so what is made of them alone can be kept. */
   limits: readonly WindowLimit[];
+  /** The moment decided at, by the limiter's clock (epoch ms). */
+  nowMs: number;
 }
 
 export interface RateLimiter {
+  /** The limiter's clock (epoch ms): windows start and end by it. */
+  now(): number;
   /** Admits and counts the request if every window has room; otherwise counts nothing. */
-  consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  consume(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision>;
   /**
    * consume's decision when it can be taken at once, from this process's memory, counted the same
    * way; undefined (and nothing counted) when only consume can decide, having to ask Redis.
    */
-  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision | undefined;
+  consumeNow(subject: string, limits: readonly WindowLimit[]): LimitDecision | undefined;
   /** The windows' state without counting anything: for answers that must not use quota (bans). */
-  peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision>;
+  peek(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision>;
   /**
-   * When the subject was first marked within the last `periodMs`: `nowMs` when this is the first mark
-   * (which starts a new period), or the moment of the mark that started the current period.
+   * When the subject was first marked in the period that ends at `untilMs`: the moment of this mark
+   * when it is the first (which starts the period), else the moment of the first. A mark names its
+   * period by its subject; `untilMs` only bounds how long it is kept.
    */
-  firstMark(subject: string, nowMs: number, periodMs: number): Promise<number>;
+  firstMark(subject: string, untilMs: number): Promise<number>;
   close(): Promise<void>;
+}
+
+/**
+ * The window a decision is reported by and refused for: the one nearest exhaustion (the lowest
+ * remaining count, a tie going to the longer window, the one that would keep a client waiting longer).
+ */
+export function nearestExhaustion(windows: readonly WindowState[]): WindowState {
+  let chosen = windows[0]!;
+  for (const w of windows) {
+    if (w.remaining < chosen.remaining || (w.remaining === chosen.remaining && w.windowMs > chosen.windowMs)) chosen = w;
+  }
+  return chosen;
 }
 
 export function windowStart(nowMs: number, windowMs: number): number {
@@ -61,10 +83,12 @@ export function decisionOf(
   starts: readonly number[],
   allowed: boolean,
   remaining: readonly number[],
+  nowMs: number,
 ): LimitDecision {
   return {
     allowed,
     limits,
+    nowMs,
     windows: limits.map((w, i) => ({
       name: w.name,
       limit: w.limit,

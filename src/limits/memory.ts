@@ -1,16 +1,23 @@
 /**
  * The in-process limiter of the embedded default. JavaScript runs one callback at a time, so the
- * check-then-count below is atomic without locks; exact for one instance.
+ * check-then-count below is atomic without locks; exact for one instance. It is also the Redis
+ * limiter's fallback, which tells it the counts Redis last gave (observe) so that a fallback starts
+ * from them, and reads back what it counted (current) to bring Redis up to date once it answers again.
  */
 import { MINUTE_MS } from '../domain/durations.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
 /** One window's count; reset in place when its window has passed. */
-interface Counter {
+export interface Counter {
   name: string;
   start: number;
   end: number;
   count: number;
+}
+
+export interface MemoryLimiterOptions {
+  /** The clock windows are reckoned by; the system clock by default. */
+  now?: () => number;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
@@ -21,40 +28,45 @@ export class MemoryRateLimiter implements RateLimiter {
   readonly #counters = new Map<string, Counter[]>();
   /** Key: subject. The first mark of each subject's current period (see firstMark). */
   readonly #marks = new Map<string, { atMs: number; endMs: number }>();
+  readonly #now: () => number;
   #nextSweepMs = 0;
 
-  async consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.consumeNow(subject, limits, nowMs);
+  constructor(options: MemoryLimiterOptions = {}) {
+    this.#now = options.now ?? Date.now;
   }
 
-  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision {
-    return this.decide(subject, limits, nowMs, true);
+  now(): number {
+    return this.#now();
   }
 
-  async peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.decide(subject, limits, nowMs, false);
+  async consume(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
+    return this.consumeNow(subject, limits);
   }
 
-  async firstMark(subject: string, nowMs: number, periodMs: number): Promise<number> {
-    return this.mark(subject, nowMs, periodMs);
+  consumeNow(subject: string, limits: readonly WindowLimit[]): LimitDecision {
+    return this.decide(subject, limits, this.#now(), true);
+  }
+
+  async peek(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
+    return this.decide(subject, limits, this.#now(), false);
+  }
+
+  async firstMark(subject: string, untilMs: number): Promise<number> {
+    return this.mark(subject, this.#now(), untilMs);
   }
 
   /** Synchronous like decide; the Redis limiter's fallback too. */
-  mark(subject: string, nowMs: number, periodMs: number): number {
+  mark(subject: string, nowMs: number, untilMs: number): number {
     const current = this.#marks.get(subject);
     if (current && current.endMs > nowMs) return current.atMs;
-    this.#marks.set(subject, { atMs: nowMs, endMs: nowMs + periodMs });
+    this.#marks.set(subject, { atMs: nowMs, endMs: untilMs });
     return nowMs;
   }
 
   /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
   decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): LimitDecision {
     if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
-    let counters = this.#counters.get(subject);
-    if (counters === undefined || counters.length !== limits.length) {
-      counters = limits.map(() => ({ name: '', start: -1, end: 0, count: 0 }));
-      this.#counters.set(subject, counters);
-    }
+    const counters = this.#countersOf(subject, limits);
     let allowed = true;
     for (let i = 0; i < limits.length; i++) {
       const w = limits[i]!;
@@ -74,12 +86,40 @@ export class MemoryRateLimiter implements RateLimiter {
       counters.map((c) => c.start),
       allowed,
       counters.map((c, i) => limits[i]!.limit - c.count),
+      nowMs,
     );
+  }
+
+  /** Takes another limiter's counts as this one's (the Redis limiter's last answer for the subject). */
+  observe(subject: string, limits: readonly WindowLimit[], starts: readonly number[], counts: readonly number[], nowMs: number): void {
+    if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
+    const counters = this.#countersOf(subject, limits);
+    for (let i = 0; i < limits.length; i++) {
+      const c = counters[i]!;
+      c.name = limits[i]!.name;
+      c.start = starts[i]!;
+      c.end = starts[i]! + limits[i]!.windowMs;
+      c.count = counts[i]!;
+    }
+  }
+
+  /** Every subject's counters whose windows have not all ended at nowMs. */
+  *current(nowMs: number): Generator<[subject: string, counters: readonly Readonly<Counter>[]]> {
+    for (const [subject, counters] of this.#counters) if (counters.some((c) => c.end > nowMs)) yield [subject, counters];
   }
 
   async close(): Promise<void> {
     this.#counters.clear();
     this.#marks.clear();
+  }
+
+  #countersOf(subject: string, limits: readonly WindowLimit[]): Counter[] {
+    let counters = this.#counters.get(subject);
+    if (counters === undefined || counters.length !== limits.length) {
+      counters = limits.map(() => ({ name: '', start: -1, end: 0, count: 0 }));
+      this.#counters.set(subject, counters);
+    }
+    return counters;
   }
 
   #sweep(nowMs: number): void {

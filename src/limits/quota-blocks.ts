@@ -49,7 +49,7 @@ export interface QuotaBlocksOptions {
   maxSize: number;
   /** How long a block may be spent from before its rest is handed back. */
   lifetimeMs: number;
-  /** Hands a block's unspent requests back to the counters it was taken from. */
+  /** Hands a block's unspent requests back to the counters it was taken from, each while in the block's window. */
   onUnspent: (windows: BlockWindows, unspent: number) => void;
 }
 
@@ -76,7 +76,7 @@ export class QuotaBlocks {
     const block = demand.block;
     if (block === undefined) return undefined;
     if (block.expiresAtMs <= nowMs || !sameWindows(block.starts, starts)) {
-      this.#retire(demand, block, starts);
+      this.#retire(demand, block);
       return undefined;
     }
     if (block.spent >= block.size) {
@@ -111,7 +111,7 @@ export class QuotaBlocks {
       // lifetime finds the block spent and asks for two.
       this.#subjects.set(subject, { block, nextSize: 1, seenAtMs: nowMs });
     } else {
-      if (demand.block) this.#retire(demand, demand.block, windows.starts);
+      if (demand.block) this.#retire(demand, demand.block);
       demand.block = block;
       demand.seenAtMs = nowMs;
     }
@@ -122,27 +122,27 @@ export class QuotaBlocks {
   sweep(nowMs: number): void {
     for (const [subject, demand] of this.#subjects) {
       const block = demand.block;
-      if (block && block.expiresAtMs <= nowMs) this.#retire(demand, block, undefined);
+      if (block && block.expiresAtMs <= nowMs) this.#retire(demand, block);
       if (demand.block === undefined && demand.seenAtMs + 2 * this.#lifetimeMs <= nowMs) this.#subjects.delete(subject);
     }
   }
 
   /** Hands back every block's unspent requests, as the limiter closes. */
   releaseAll(): void {
-    for (const demand of this.#subjects.values()) if (demand.block) this.#retire(demand, demand.block, undefined);
+    for (const demand of this.#subjects.values()) if (demand.block) this.#retire(demand, demand.block);
     this.#subjects.clear();
   }
 
   /**
-   * Ends a block: its unspent requests go back to its counters while their windows are the current
-   * ones (`currentStarts`, when known), and the next block is sized to what this one served.
+   * Ends a block: its unspent requests go back to its counters (each counter takes them back only
+   * while it is still in the window the block was counted in: a minute that has ended keeps its
+   * count, the day it belongs to gets them back), and the next block is sized to what this one served.
    */
-  #retire(demand: Demand, block: Block, currentStarts: readonly number[] | undefined): void {
+  #retire(demand: Demand, block: Block): void {
     demand.block = undefined;
     demand.nextSize = Math.max(1, block.spent);
     const unspent = block.size - block.spent;
-    // A counter of an ended window is worth nothing; it expires by itself.
-    if (unspent > 0 && (currentStarts === undefined || sameWindows(block.starts, currentStarts))) this.#onUnspent(block, unspent);
+    if (unspent > 0) this.#onUnspent(block, unspent);
   }
 }
 

@@ -2,16 +2,20 @@
  * The shared limiter: counters in Redis, so every instance enforces one global limit per key.
  *
  * All windows of a request are checked and counted by one Lua script, atomically and in one round
- * trip. Keys are named by subject, window and window start, so a new window starts from zero by
- * construction; each expires a little after its window ends.
+ * trip. The script reads Redis's clock (TIME) and works out each window's start itself, so windows
+ * begin and end at the same instants for every instance whatever their own clocks say; a counter
+ * holds its window's start beside its count, and a new window starts from zero by construction.
  *
  * In a Redis Cluster every key of one subject carries the subject as a hash tag (`{key:ID}`), so they
  * sit in one slot and one script still decides atomically; subjects spread over the slots.
  *
  * When Redis cannot answer within a short timeout (or is known to be disconnected) the decision is
- * taken by an in-memory limiter of this instance instead: limits stay enforced per instance, headers
- * are still sent, a warning is logged and the fallback is counted. ioredis reconnects by itself, and
- * decisions return to Redis as soon as it is back (in a cluster: once a replica has taken over).
+ * taken by an in-memory limiter of this instance instead, which already holds the counts Redis last
+ * gave for each subject, so no instance admits more than a limit on its own. Its clock is Redis's as
+ * last read, carried forward by the monotonic clock. A warning is logged and the fallback counted.
+ * ioredis reconnects by itself; before decisions return to Redis, every counter this instance knows
+ * is brought up to date there: what it admitted meanwhile is added, and a counter that is lower than
+ * what this instance last saw (a Redis restarted empty) is raised to it.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
@@ -20,46 +24,84 @@ import { MemoryRateLimiter } from './memory.ts';
 import { QuotaBlocks } from './quota-blocks.ts';
 import { connectRedis, type RedisClient } from './redis-client.ts';
 
-// KEYS: one counter per window. ARGV[1]: 1 to count, 0 to look only; ARGV[2]: the block wanted (1:
-// this request alone); then limit and TTL per window. A block larger than 1 is granted only while every
-// window has at least BLOCK_HEADROOM blocks left; else the request is counted alone, so the last of a
-// window's quota is always decided one request at a time.
-// Returns { requests counted (0: refused or looked only), count of window 1, count of window 2, ... }.
+/** Redis's clock in epoch ms; or ARGV[1] when it is not 0 (a test's fake clock). */
+const NOW = `local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end`;
+
+/** How long a counter outlives its window, so that a late hand-back still finds it. */
+const COUNTER_MARGIN_MS = 5000;
+
+// KEYS: one counter per window, a hash of its window's start (s) and count (c). ARGV[1]: the test's
+// clock (0: Redis's); ARGV[2]: 1 to count, 0 to look only; ARGV[3]: the block wanted (1: this request alone); then
+// limit and length per window. A block larger than 1 is granted only while every window has at least
+// BLOCK_HEADROOM blocks left; else the request is counted alone, so the last of a window's quota is
+// always decided one request at a time.
+// Returns { requests counted (0: refused or looked only), now, count of window 1, count of window 2, ... }.
 const BLOCK_HEADROOM = 10;
-const SCRIPT = `
-local counts = {}
+const SCRIPT = `${NOW}
+local counts, starts = {}, {}
 local admitted = true
-local size = tonumber(ARGV[2])
+local size = tonumber(ARGV[3])
 for i, key in ipairs(KEYS) do
-  counts[i] = tonumber(redis.call('GET', key) or '0')
-  local limit = tonumber(ARGV[i * 2 + 1])
+  local limit, length = tonumber(ARGV[i * 2 + 2]), tonumber(ARGV[i * 2 + 3])
+  starts[i] = now - now % length
+  local stored = redis.call('HMGET', key, 's', 'c')
+  counts[i] = 0
+  if tonumber(stored[1]) == starts[i] then counts[i] = tonumber(stored[2]) end
   if counts[i] >= limit then admitted = false end
   if size > 1 and limit - counts[i] < size * ${BLOCK_HEADROOM} then size = 1 end
 end
-if not admitted or ARGV[1] ~= '1' then size = 0 end
+if not admitted or ARGV[2] ~= '1' then size = 0 end
 if size > 0 then
   for i, key in ipairs(KEYS) do
-    counts[i] = redis.call('INCRBY', key, size)
-    if counts[i] == size then redis.call('PEXPIRE', key, ARGV[i * 2 + 2]) end
+    counts[i] = counts[i] + size
+    redis.call('HSET', key, 's', starts[i], 'c', counts[i])
+    redis.call('PEXPIRE', key, starts[i] + tonumber(ARGV[i * 2 + 3]) + ${COUNTER_MARGIN_MS} - now)
   end
 end
-table.insert(counts, 1, size)
-return counts`;
+local reply = {size, now}
+for i = 1, #counts do reply[i + 2] = counts[i] end
+return reply`;
 
-// KEYS: the counters a block was counted in. ARGV[1]: its unspent requests, handed back to counters
-// that still exist (one whose window ended has expired, and must not come back without its expiry).
+// KEYS: the counters a block was counted in. ARGV[1]: its unspent requests; ARGV[i + 1]: the start of
+// the window KEYS[i] counted it in. Each counter still in that window gets them back; one that has
+// moved on to a new window (or expired) keeps its count.
 const UNSPENT_SCRIPT = `
-for _, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 1 then redis.call('DECRBY', key, ARGV[1]) end
+for i, key in ipairs(KEYS) do
+  if tonumber(redis.call('HGET', key, 's')) == tonumber(ARGV[i + 1]) then redis.call('HINCRBY', key, 'c', -tonumber(ARGV[1])) end
 end
 return 0`;
 
-// KEYS[1]: the mark. ARGV: now, period. The stored first mark, or now when there was none.
-const MARK_SCRIPT = `
+// KEYS: a subject's counters. ARGV[1]: the test's clock (0: Redis's); then per window: start, length, floor (this
+// instance's count: what Redis last gave it plus what it admitted without Redis) and added (what it
+// admitted without Redis). A counter of the same window gets `added` and at least `floor`; an older
+// one, or none (a Redis restarted empty), becomes `floor`; a newer one is left alone.
+const RAISE_SCRIPT = `${NOW}
+for i, key in ipairs(KEYS) do
+  local start, length = tonumber(ARGV[i * 4 - 2]), tonumber(ARGV[i * 4 - 1])
+  local floor, added = tonumber(ARGV[i * 4]), tonumber(ARGV[i * 4 + 1])
+  local stored = redis.call('HMGET', key, 's', 'c')
+  local s = tonumber(stored[1])
+  if s == start then
+    redis.call('HSET', key, 'c', math.max(tonumber(stored[2]) + added, floor))
+  elseif (s == nil or s < start) and floor > 0 then
+    redis.call('HSET', key, 's', start, 'c', floor)
+    redis.call('PEXPIRE', key, math.max(1, start + length + ${COUNTER_MARGIN_MS} - now))
+  end
+end
+return 0`;
+
+// KEYS[1]: the mark. ARGV: the test's clock (0: Redis's), the end of the mark's period (epoch ms).
+// Returns { the first mark of the period (now when this is it), now }.
+const MARK_SCRIPT = `${NOW}
 local first = redis.call('GET', KEYS[1])
-if first then return first end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return ARGV[1]`;
+if first then return {tonumber(first), now} end
+local ttl = tonumber(ARGV[2]) - now
+if ttl > 0 then redis.call('SET', KEYS[1], now, 'PX', ttl) end
+return {now, now}`;
 
 export interface RedisLimiterOptions {
   /** A single Redis's URL, or the seed nodes of a cluster when `cluster` is set. */
@@ -73,21 +115,33 @@ export interface RedisLimiterOptions {
   timeoutMs?: number;
   /** The largest block of a busy key's quota taken at once (quota-blocks.ts); 1: every request asks Redis. */
   maxBlock?: number;
+  /** A fake clock for tests, which then replaces Redis's own in every script; the service leaves it unset. */
+  fakeClock?: () => number;
   log: FastifyBaseLogger;
   metrics: Metrics;
 }
 
-type LimitCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
-type MarkCommand = (numKeys: number, key: string, nowMs: number, periodMs: number) => Promise<string>;
-type UnspentCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number>;
-type LimiterRedis = RedisClient & { petstoreLimit: LimitCommand; petstoreMark: MarkCommand; petstoreUnspent: UnspentCommand };
+type Args = (string | number)[];
+type LimiterRedis = RedisClient & {
+  petstoreLimit: (numKeys: number, ...args: Args) => Promise<number[]>;
+  petstoreMark: (numKeys: number, ...args: Args) => Promise<number[]>;
+  petstoreUnspent: (numKeys: number, ...args: Args) => Promise<number>;
+  petstoreRaise: (numKeys: number, ...args: Args) => Promise<number>;
+};
 
 /** How long a block of quota may be spent from before its rest is handed back. */
 const BLOCK_LIFETIME_MS = 1000;
 
+/** What this instance admitted for a subject without Redis, per window (since `starts`). */
+interface Unsent {
+  starts: number[];
+  added: number[];
+}
+
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: LimiterRedis;
-  readonly #fallback = new MemoryRateLimiter();
+  /** Decides while Redis cannot, from the counts Redis last gave for each subject. */
+  readonly #fallback = new MemoryRateLimiter({ now: () => this.now() });
   readonly #blocks: QuotaBlocks;
   readonly #blockSweep: NodeJS.Timeout;
   /** Requests admitted from blocks since the metric was last told. */
@@ -99,9 +153,18 @@ export class RedisRateLimiter implements RateLimiter {
   /** Hand-backs on their way, which close() lets finish. */
   readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
+  readonly #fakeClock: (() => number) | undefined;
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
+  /** Redis's clock as last read, and the monotonic clock's reading then. */
+  #redisClock: { ms: number; at: number } | undefined;
+  /** Since a failure, or a lost connection, until every counter this instance knows is back in Redis. */
   #degraded = false;
+  /** What the fallback admitted, to be added to Redis's counters before Redis decides again. */
+  #unsent = new Map<string, Unsent>();
+  /** The bringing of Redis up to date, while it runs. */
+  #syncing: Promise<void> | undefined;
+  #closing = false;
   /** The last connection error ioredis reported, for the start-up check's message. */
   #lastError: Error | undefined;
   /** After a failure Redis is left alone briefly, so a hung Redis costs one timeout per second, not per request. */
@@ -109,6 +172,7 @@ export class RedisRateLimiter implements RateLimiter {
 
   constructor(options: RedisLimiterOptions) {
     this.#prefix = options.keyPrefix ?? 'petstore';
+    this.#fakeClock = options.fakeClock;
     this.#log = options.log;
     this.#metrics = options.metrics;
     this.#redis = connectRedis({
@@ -120,19 +184,37 @@ export class RedisRateLimiter implements RateLimiter {
     this.#redis.defineCommand('petstoreLimit', { lua: SCRIPT });
     this.#redis.defineCommand('petstoreMark', { lua: MARK_SCRIPT });
     this.#redis.defineCommand('petstoreUnspent', { lua: UNSPENT_SCRIPT });
+    this.#redis.defineCommand('petstoreRaise', { lua: RAISE_SCRIPT });
     this.#blocks = new QuotaBlocks({
       maxSize: options.maxBlock ?? 1,
       lifetimeMs: BLOCK_LIFETIME_MS,
-      onUnspent: (block, unspent) => this.#handBack(block.counters, unspent),
+      onUnspent: (block, unspent) => this.#handBack(block.counters, block.starts, unspent),
     });
     // Unspent requests of blocks no request came back for are handed back within a lifetime or two.
     this.#blockSweep = setInterval(() => {
-      this.#blocks.sweep(Date.now());
+      this.#blocks.sweep(this.now());
       this.#countPreadmitted();
     }, BLOCK_LIFETIME_MS).unref();
     // Reported through #degrade on the request path, and by reachableWithin at start.
     this.#redis.on('error', (err: Error) => (this.#lastError = err));
-    this.#redis.on('ready', () => this.#recover());
+    // A lost connection may come back to a Redis restarted empty: it is brought up to date first,
+    // as soon as it is back rather than at the next request.
+    this.#redis.on('close', () => {
+      if (!this.#closing) this.#degrade(undefined);
+    });
+    this.#redis.on('ready', () => this.#redisDecides());
+  }
+
+  /** Redis's clock as last read, carried forward by the monotonic clock; the instance's before Redis ever answered. */
+  now(): number {
+    if (this.#fakeClock) return this.#fakeClock();
+    const clock = this.#redisClock;
+    return clock ? clock.ms + Math.floor(performance.now() - clock.at) : Date.now();
+  }
+
+  /** What the scripts take as their clock: 0 for Redis's own. */
+  #scriptClock(): number {
+    return this.#fakeClock?.() ?? 0;
   }
 
   /** Resolves once connected (or rejects), for start-up and tests; requests never wait for it. */
@@ -170,17 +252,19 @@ export class RedisRateLimiter implements RateLimiter {
     }
   }
 
-  consume(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
+  consume(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
     const cap = this.#capOf(limits);
-    if (cap <= 1) return this.#decide(subject, limits, nowMs, true);
+    if (cap <= 1) return this.#decide(subject, limits, true);
+    const nowMs = this.now();
     const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
     const preadmitted = this.#spendBlock(subject, limits, starts, nowMs);
     return preadmitted ? Promise.resolve(preadmitted) : this.#consumeFromBlock(subject, limits, starts, nowMs, cap);
   }
 
   /** Only a request pre-admitted from a block this instance holds is decided at once; every other asks Redis. */
-  consumeNow(subject: string, limits: readonly WindowLimit[], nowMs: number): LimitDecision | undefined {
+  consumeNow(subject: string, limits: readonly WindowLimit[]): LimitDecision | undefined {
     if (this.#capOf(limits) <= 1) return undefined;
+    const nowMs = this.now();
     return this.#spendBlock(
       subject,
       limits,
@@ -207,7 +291,7 @@ export class RedisRateLimiter implements RateLimiter {
     const remaining = this.#blocks.spend(subject, starts, nowMs);
     if (!remaining) return undefined;
     this.#preadmitted++;
-    return decisionOf(limits, starts, true, remaining);
+    return decisionOf(limits, starts, true, remaining, nowMs);
   }
 
   /**
@@ -226,7 +310,7 @@ export class RedisRateLimiter implements RateLimiter {
       const preadmitted = this.#spendBlock(subject, limits, starts, nowMs);
       if (preadmitted) return preadmitted;
     }
-    const refill = this.#decide(subject, limits, nowMs, true, cap);
+    const refill = this.#decide(subject, limits, true, cap);
     this.#refills.set(subject, refill);
     try {
       return await refill;
@@ -235,57 +319,68 @@ export class RedisRateLimiter implements RateLimiter {
     }
   }
 
-  peek(subject: string, limits: readonly WindowLimit[], nowMs: number): Promise<LimitDecision> {
-    return this.#decide(subject, limits, nowMs, false);
+  peek(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
+    return this.#decide(subject, limits, false);
   }
 
-  async firstMark(subject: string, nowMs: number, periodMs: number): Promise<number> {
-    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs)
-      return this.#fallbackMark(subject, nowMs, periodMs, undefined);
+  async firstMark(subject: string, untilMs: number): Promise<number> {
+    if (!this.#redisDecides()) return this.#fallbackMark(subject, untilMs, undefined);
     try {
-      const first = Number(await this.#redis.petstoreMark(1, `${this.#prefix}:{${subject}}:mark`, nowMs, periodMs));
-      this.#recover();
-      return first;
+      const [first, nowMs] = await this.#redis.petstoreMark(1, `${this.#prefix}:{${subject}}:mark`, this.#scriptClock(), untilMs);
+      this.#readClock(Number(nowMs));
+      return Number(first);
     } catch (err) {
       this.#retryAtMs = performance.now() + 1000;
-      return this.#fallbackMark(subject, nowMs, periodMs, err);
+      return this.#fallbackMark(subject, untilMs, err);
     }
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     clearInterval(this.#blockSweep);
     this.#blocks.releaseAll();
     this.#countPreadmitted();
     // Each settles within the command timeout, so a hung Redis cannot hold the shutdown.
-    await Promise.allSettled(this.#handingBack);
+    await Promise.allSettled([...this.#handingBack, this.#syncing]);
     this.#redis.disconnect();
     await this.#fallback.close();
   }
 
+  /**
+   * Whether Redis decides now. Not while it is unreachable or was just found so; and not before
+   * what the fallback counted meanwhile is in Redis, which this starts.
+   */
+  #redisDecides(): boolean {
+    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) return false;
+    if (!this.#degraded) return true;
+    this.#syncing ??= this.#bringUpToDate().finally(() => (this.#syncing = undefined));
+    return false;
+  }
+
   /** `cap`: the largest block these limits allow (QuotaBlocks.capFor), when counting; 1 asks for no block. */
-  async #decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, cap = 1): Promise<LimitDecision> {
-    if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) {
-      return this.#fallbackDecision(subject, limits, nowMs, count, undefined);
-    }
-    const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
+  async #decide(subject: string, limits: readonly WindowLimit[], count: boolean, cap = 1): Promise<LimitDecision> {
+    if (!this.#redisDecides()) return this.#fallbackDecision(subject, limits, count, undefined);
     // The {subject} hash tag keeps a subject's keys in one slot, as Redis Cluster needs for one script.
-    const keys = limits.map((w, i) => `${this.#prefix}:{${subject}}:${w.name}:${starts[i]}`);
-    const args = limits.flatMap((w) => [w.limit, w.windowMs + 5000]);
+    const keys = limits.map((w) => this.#counterKey(subject, w.name));
+    const args = limits.flatMap((w) => [w.limit, w.windowMs]);
     const wanted = cap > 1 ? this.#blocks.sizeFor(subject, cap) : 1;
     let reply: number[];
     try {
-      reply = await this.#redis.petstoreLimit(keys.length, ...keys, count ? 1 : 0, wanted, ...args);
+      reply = await this.#redis.petstoreLimit(keys.length, ...keys, this.#scriptClock(), count ? 1 : 0, wanted, ...args);
     } catch (err) {
       this.#retryAtMs = performance.now() + 1000;
-      return this.#fallbackDecision(subject, limits, nowMs, count, err);
+      return this.#fallbackDecision(subject, limits, count, err);
     }
-    this.#recover();
     const counted = Number(reply[0]);
-    const countsAfter = limits.map((_, i) => Number(reply[i + 1]));
+    const nowMs = Number(reply[1]);
+    this.#readClock(nowMs);
+    const starts = limits.map((w) => windowStart(nowMs, w.windowMs));
+    const countsAfter = limits.map((_, i) => Number(reply[i + 2]));
+    this.#fallback.observe(subject, limits, starts, countsAfter, nowMs);
     if (counted > 0 && cap > 1) {
       const windows = { counters: keys, starts, limits: limits.map((w) => w.limit), countsAfter };
       const remaining = this.#blocks.granted(subject, counted, windows, nowMs);
-      return decisionOf(limits, starts, true, remaining);
+      return decisionOf(limits, starts, true, remaining, nowMs);
     }
     const allowed = count ? counted > 0 : countsAfter.every((n, i) => n < limits[i]!.limit);
     return decisionOf(
@@ -293,7 +388,17 @@ export class RedisRateLimiter implements RateLimiter {
       starts,
       allowed,
       countsAfter.map((n, i) => limits[i]!.limit - n),
+      nowMs,
     );
+  }
+
+  #counterKey(subject: string, window: string): string {
+    return `${this.#prefix}:{${subject}}:${window}`;
+  }
+
+  /** A reply's `now` sets the clock the fallback and the blocks go by. */
+  #readClock(nowMs: number): void {
+    this.#redisClock = { ms: nowMs, at: performance.now() };
   }
 
   /** Pre-admissions are counted in a plain number on the request path and reach the metric once a second. */
@@ -304,23 +409,67 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   /** Hands a block's unspent requests back; one that cannot be handed back stays counted until its window ends. */
-  #handBack(counters: readonly string[], unspent: number): void {
+  #handBack(counters: readonly string[], starts: readonly number[], unspent: number): void {
     if (this.#redis.status !== 'ready') return;
-    const sent: Promise<unknown> = this.#redis.petstoreUnspent(counters.length, ...counters, unspent).then(
+    const sent: Promise<unknown> = this.#redis.petstoreUnspent(counters.length, ...counters, unspent, ...starts).then(
       () => this.#handingBack.delete(sent),
       () => this.#handingBack.delete(sent),
     );
     this.#handingBack.add(sent);
   }
 
-  #fallbackDecision(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean, err: unknown): LimitDecision {
+  #fallbackDecision(subject: string, limits: readonly WindowLimit[], count: boolean, err: unknown): LimitDecision {
     this.#degrade(err);
-    return this.#fallback.decide(subject, limits, nowMs, count);
+    this.#metrics.limiterFallbacks.inc();
+    const decision = this.#fallback.decide(subject, limits, this.now(), count);
+    if (count && decision.allowed) this.#noteUnsent(subject, decision);
+    return decision;
   }
 
-  #fallbackMark(subject: string, nowMs: number, periodMs: number, err: unknown): number {
+  /** Counts an admission of the fallback's toward what Redis must be told. */
+  #noteUnsent(subject: string, decision: LimitDecision): void {
+    const starts = decision.windows.map((w) => w.resetAtMs - w.windowMs);
+    let unsent = this.#unsent.get(subject);
+    if (unsent === undefined || unsent.starts.some((start, i) => start !== starts[i])) {
+      unsent = { starts, added: starts.map(() => 0) };
+      this.#unsent.set(subject, unsent);
+    }
+    for (let i = 0; i < unsent.added.length; i++) unsent.added[i]!++;
+  }
+
+  #fallbackMark(subject: string, untilMs: number, err: unknown): number {
     this.#degrade(err);
-    return this.#fallback.mark(subject, nowMs, periodMs);
+    this.#metrics.limiterFallbacks.inc();
+    return this.#fallback.mark(subject, this.now(), untilMs);
+  }
+
+  /**
+   * Brings Redis up to what this instance knows, subject by subject, before it decides again: the
+   * fallback's admissions are added, and each counter raised to this instance's count. Admissions made
+   * while this runs are sent in another round. On a failure Redis is left alone for a second and the
+   * instance stays on its fallback.
+   */
+  async #bringUpToDate(): Promise<void> {
+    do {
+      const unsent = this.#unsent;
+      this.#unsent = new Map();
+      const sends: Promise<number>[] = [];
+      for (const [subject, counters] of this.#fallback.current(this.now())) {
+        const added = unsent.get(subject);
+        const keys = counters.map((c) => this.#counterKey(subject, c.name));
+        const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
+        sends.push(this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args));
+      }
+      try {
+        await Promise.all(sends);
+      } catch (err) {
+        for (const [subject, u] of unsent) if (!this.#unsent.has(subject)) this.#unsent.set(subject, u);
+        this.#retryAtMs = performance.now() + 1000;
+        this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
+        return;
+      }
+    } while (this.#unsent.size > 0);
+    this.#recover();
   }
 
   #degrade(err: unknown): void {
@@ -329,7 +478,6 @@ export class RedisRateLimiter implements RateLimiter {
       this.#metrics.limiterDegraded.set(1);
       this.#log.warn({ err, redisStatus: this.#redis.status }, 'Redis unreachable: rate limiting in memory on this instance');
     }
-    this.#metrics.limiterFallbacks.inc();
   }
 
   #recover(): void {

@@ -4,16 +4,26 @@
  * repeat of the same request within the window finds that pet again; the same key with another
  * request, or while the first is still creating, is refused. The route turns the outcome into an
  * answer; the store keeps claims durable and shared by every instance.
+ *
+ * One pet per key whatever the timing: a create is fenced by its claim's token (storage/store.ts), so
+ * a create that commits late, after its claim was taken over, makes nothing; and a claim is released
+ * only when its create certainly stored nothing. A create whose outcome is unknown keeps its claim
+ * until it may be taken over, when a retry finds the pet or creates it.
  */
 import { hash } from 'node:crypto';
-import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
+import { DAY_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import type { NewPet, Pet } from '../domain/pet.ts';
-import type { IdempotencyScope, IdempotencyStore } from '../storage/store.ts';
+import { CreateOutcomeUnknownError } from '../storage/errors.ts';
+import type { FoundIdempotencyClaim, IdempotencyScope, IdempotencyStore } from '../storage/store.ts';
 
 /** How long the first create is found again for the same key. */
 export const IDEMPOTENCY_WINDOW_MS = DAY_MS;
-/** An unfinished claim older than this belongs to a request that died; a retry may take it over. */
-export const CLAIM_STALE_MS = MINUTE_MS;
+/**
+ * An unfinished claim older than this may be taken over by a retry. The fence makes a take-over safe at
+ * any age; this only spares a create still running on the instance that claimed it, which on
+ * PostgreSQL gives up within 4 s (2 s waiting for a pooled connection, 2 s for the statement).
+ */
+export const CLAIM_STALE_MS = 5 * SECOND_MS;
 /** How often expired claims are deleted, by whichever create comes along first. */
 export const PURGE_EVERY_MS = MINUTE_MS;
 
@@ -22,8 +32,11 @@ export type IdempotentCreate =
   | { outcome: 'created'; pet: Pet }
   /** An earlier request with the same key and payload created it. */
   | { outcome: 'replayed'; pet: Pet }
-  /** An earlier request with the same key is still creating; retry shortly. */
-  | { outcome: 'in_flight' }
+  /**
+   * An earlier request with the same key is still creating, or its outcome is not known yet; within
+   * `retryInMs` (at most CLAIM_STALE_MS) a retry finds its pet or may take the key over.
+   */
+  | { outcome: 'in_flight'; retryInMs: number }
   /** The key was used with another payload; nothing was created. */
   | { outcome: 'mismatch' };
 
@@ -59,14 +72,34 @@ export class IdempotentCreates {
   async create(scope: IdempotencyScope, pet: NewPet): Promise<IdempotentCreate> {
     const nowMs = this.#now();
     this.#purgeExpired(nowMs);
-    const claim = await this.#store.claimIdempotencyKey(scope, requestHash(pet), nowMs, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
-    if (claim.state === 'in_flight' || claim.state === 'mismatch') return { outcome: claim.state };
-    if (claim.state === 'done') return { outcome: 'replayed', pet: claim.pet };
+    const hashed = requestHash(pet);
+    const claim = await this.#store.claimIdempotencyKey(scope, hashed, nowMs, IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+    if (claim.state !== 'claimed') return this.#answer(claim, nowMs);
+    let created: Pet | undefined;
     try {
-      return { outcome: 'created', pet: await this.#store.createPetIdempotently(scope, pet) };
+      created = await this.#store.createPetIdempotently(scope, claim.token, pet);
     } catch (err) {
-      await this.#store.releaseIdempotencyKey(scope).catch(() => undefined); // unreachable storage: the claim goes stale
+      // Released only when nothing was stored; otherwise the claim stays until it may be taken over.
+      // A release that fails leaves it the same way.
+      if (!(err instanceof CreateOutcomeUnknownError)) await this.#store.releaseIdempotencyKey(scope, claim.token).catch(() => undefined);
       throw err;
+    }
+    if (created) return { outcome: 'created', pet: created };
+    // The fence held: another request took the key over (this one was slow) and created nothing here.
+    // What the key holds now is the answer; it was never ours again, so nothing is claimed.
+    const current = await this.#store.findIdempotencyKey(scope, hashed, CLAIM_STALE_MS);
+    return this.#answer(current ?? { state: 'in_flight', staleAtMs: 0 }, this.#now()); // gone: a retry claims it afresh
+  }
+
+  #answer(claim: FoundIdempotencyClaim, nowMs: number): IdempotentCreate {
+    switch (claim.state) {
+      case 'done':
+        return { outcome: 'replayed', pet: claim.pet };
+      case 'mismatch':
+        return { outcome: 'mismatch' };
+      case 'in_flight':
+        // Bounded: a claim written by an instance whose clock is ahead would otherwise ask for longer.
+        return { outcome: 'in_flight', retryInMs: Math.min(CLAIM_STALE_MS, Math.max(0, claim.staleAtMs - nowMs)) };
     }
   }
 

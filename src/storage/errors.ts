@@ -8,3 +8,10 @@ export class StorageUnavailableError extends Error {
     super('storage unavailable', { cause });
   }
 }
+
+/**
+ * A create that failed this way may still have committed: the database stopped answering after the
+ * statement was sent (PostgreSQL; an embedded engine always knows). The client cannot be told whether
+ * the pet exists, and an idempotency claim on it must stay until it can be taken over.
+ */
+export class CreateOutcomeUnknownError extends StorageUnavailableError {}

@@ -59,11 +59,16 @@ export interface PetPageJson {
 
 /** What a request with an Idempotency-Key finds when it claims that key. */
 export type IdempotencyClaim =
-  | { state: 'claimed' }
-  | { state: 'in_flight' }
+  /** The key is this request's: `token` fences its create (see createPetIdempotently). */
+  | { state: 'claimed'; token: string }
+  /** Another request with the same payload holds the key; it may be taken over from `staleAtMs` (epoch ms). */
+  | { state: 'in_flight'; staleAtMs: number }
   | { state: 'mismatch' }
   /** An earlier request with the same payload created this pet. */
   | { state: 'done'; pet: Pet };
+
+/** What a request that only looks finds: anything but a claim of its own. */
+export type FoundIdempotencyClaim = Exclude<IdempotencyClaim, { state: 'claimed' }>;
 
 export interface IdempotencyScope {
   /** The API key's id: idempotency keys are scoped to the caller. */
@@ -75,12 +80,15 @@ export interface IdempotencyScope {
  * Idempotent creates (the IETF Idempotency-Key draft), in domain terms: a claim is a durable row shared
  * by every instance; the first request for a key and caller claims it, and the create records the new
  * pet's id on the claim in the same transaction as the pet, so a retry after any failure either finds
- * the pet or is free to create. Pets never change, so the pet found is the pet first created.
+ * the pet or is free to create. Each claim carries a token of its own (a fencing token): a create
+ * makes its pet only while the claim still has that token and no pet, so a create that commits late,
+ * after its claim was taken over, makes nothing. Pets never change, so the pet found is the pet first
+ * created.
  */
 export interface IdempotencyStore {
   /**
    * Claims the key for a request whose payload hashes to requestHash. Claims older than expiresAfterMs
-   * are forgotten; an unfinished claim older than staleAfterMs (its request died) is taken over.
+   * are forgotten; an unfinished claim older than staleAfterMs is taken over, with a new token.
    */
   claimIdempotencyKey(
     scope: IdempotencyScope,
@@ -89,10 +97,19 @@ export interface IdempotencyStore {
     expiresAfterMs: number,
     staleAfterMs: number,
   ): Promise<IdempotencyClaim>;
-  /** Creates the pet and records its id on the claim, in one transaction. */
-  createPetIdempotently(scope: IdempotencyScope, pet: NewPet): Promise<Pet>;
-  /** Drops an unfinished claim whose request failed, so a retry may create. */
-  releaseIdempotencyKey(scope: IdempotencyScope): Promise<void>;
+  /**
+   * What the key's claim holds now, without claiming or taking over (an unfinished claim is in flight
+   * however old); undefined when there is none.
+   */
+  findIdempotencyKey(scope: IdempotencyScope, requestHash: string, staleAfterMs: number): Promise<FoundIdempotencyClaim | undefined>;
+  /**
+   * Creates the pet and records its id on the claim, in one transaction, if the claim still has this
+   * token and no pet; otherwise creates nothing and resolves undefined. A rejection with
+   * CreateOutcomeUnknownError (storage/errors.ts) may still have committed; any other left nothing.
+   */
+  createPetIdempotently(scope: IdempotencyScope, token: string, pet: NewPet): Promise<Pet | undefined>;
+  /** Drops the claim if it still has this token and no pet: its request failed with nothing stored, and a retry may create. */
+  releaseIdempotencyKey(scope: IdempotencyScope, token: string): Promise<void>;
   /** Deletes every claim made at or before beforeMs (expired ones), so the table does not grow without end. */
   purgeIdempotencyKeys(beforeMs: number): Promise<number>;
 }

@@ -102,6 +102,8 @@ export async function createTestRedisLimiter(
     timeoutMs?: number;
     /** RATE_LIMIT_BLOCK_MAX; the server's default (100) unless set. */
     maxBlock?: number;
+    /** A fake clock the limiter follows instead of Redis's own. */
+    clock?: { now(): number };
   } = {},
 ): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
   const keyPrefix = options.keyPrefix ?? newKeyPrefix();
@@ -114,13 +116,15 @@ export async function createTestRedisLimiter(
     metrics: options.metrics ?? createMetrics(),
     timeoutMs: options.timeoutMs,
     maxBlock: options.maxBlock ?? 100,
+    fakeClock: options.clock ? () => options.clock!.now() : undefined,
   });
   await limiter.ready();
   return Object.assign(limiter, { cleanup: () => deleteRedisKeys(keyPrefix) });
 }
 
-export async function limiterForEngine(): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
-  if (ENGINE === 'sqlite') return { limiter: new MemoryRateLimiter(), cleanup: async () => undefined };
-  const limiter = await createTestRedisLimiter();
+/** The engine's limiter, its windows following `clock` (the test's fake clock) instead of a real one. */
+export async function limiterForEngine(clock: { now(): number }): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
+  if (ENGINE === 'sqlite') return { limiter: new MemoryRateLimiter({ now: () => clock.now() }), cleanup: async () => undefined };
+  const limiter = await createTestRedisLimiter({ clock });
   return { limiter, cleanup: () => limiter.cleanup() };
 }

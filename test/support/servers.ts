@@ -66,8 +66,8 @@ async function openEngineStore(dir: string, shared?: TestServer): Promise<{ stor
 export async function startTestServer(overrides: Partial<AppConfig> = {}, options: TestServerOptions = {}): Promise<TestServer> {
   const dir = options.databaseOf?.dir ?? tempDir();
   const { store, databaseUrl, drop } = await openEngineStore(dir, options.databaseOf);
-  const { limiter, cleanup } = await limiterForEngine();
   const clock = new FakeClock();
+  const { limiter, cleanup } = await limiterForEngine(clock);
   // The defaults of a server started with no environment, quiet unless a test asks for the log.
   const config: AppConfig = {
     ...loadConfig({}),

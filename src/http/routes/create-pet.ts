@@ -83,9 +83,8 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
           throw new ApiError(
             'idempotency_key_in_use',
             'A request with this Idempotency-Key is still being processed; retry when it has completed',
-            {
-              headers: { 'Retry-After': '1' },
-            },
+            // By then the first request has finished, or its key may be taken over by the retry.
+            { headers: { 'Retry-After': String(Math.max(1, Math.ceil(result.retryInMs / 1000))) } },
           );
         case 'mismatch':
           throw new ApiError(

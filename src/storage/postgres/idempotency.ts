@@ -1,12 +1,37 @@
 /**
  * Idempotency claims on PostgreSQL. A claim is an INSERT that only one of several instances can win
- * (the primary key decides); a finished claim holds its pet's id and is read with the pet joined in.
+ * (the primary key decides); an unfinished claim holds the fencing token of the request that owns it,
+ * and a finished one its pet's id, read with the pet joined in.
  */
-import { claimOf, type ClaimRow } from '../claims.ts';
+import { claimOf, foundClaimOf, newClaimToken, type ClaimRow } from '../claims.ts';
 import { toPet, type PetRow } from '../rows.ts';
 import type { IdempotencyStore } from '../store.ts';
-import { PET_COLUMNS } from './pets.ts';
+import { createFailure, PET_COLUMNS } from './pets.ts';
 import type { Query } from './query.ts';
+
+const SELECT_CLAIM = `SELECT k.request_hash, k.created_at, k.pet_id, p.name, p.category_id, p.status
+  FROM idempotency_keys k LEFT JOIN pets p ON p.id = k.pet_id
+  WHERE k.key_id = $1 AND k.idempotency_key = $2`;
+
+/*
+ * The fenced create, one statement (so one transaction and one round trip): the claim takes the pet's
+ * id from the pets sequence only while it still has the caller's token and no pet, and the pet is
+ * inserted only from that updated row. A claim taken over (a new token), finished or deleted updates
+ * nothing, so nothing is inserted and no id is drawn. This holds for a statement that waited (on a
+ * table lock, say) and runs long after its caller gave up: under READ COMMITTED an UPDATE re-checks
+ * its WHERE on the row's latest version, and a row deleted meanwhile is skipped (tried with a held
+ * `LOCK TABLE pets IN SHARE MODE`, direct and through PgBouncer). The foreign key from the claim to
+ * the pet is checked at the end of the statement, when the pet exists.
+ */
+const CREATE_FENCED = `
+  WITH claim AS (
+    UPDATE idempotency_keys SET pet_id = nextval(pg_get_serial_sequence('pets', 'id'))
+    WHERE key_id = $1 AND idempotency_key = $2 AND claim_token = $3 AND pet_id IS NULL
+    RETURNING pet_id
+  )
+  INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE
+  SELECT pet_id, $4, $5, $6 FROM claim
+  RETURNING ${PET_COLUMNS}`;
 
 export function postgresIdempotency(query: Query): IdempotencyStore {
   return {
@@ -16,52 +41,50 @@ export function postgresIdempotency(query: Query): IdempotencyStore {
         idempotencyKey,
         nowMs - expiresAfterMs,
       ]);
+      const token = newClaimToken();
       const inserted = await query(
-        `INSERT INTO idempotency_keys (key_id, idempotency_key, request_hash, created_at) VALUES ($1, $2, $3, $4)
+        `INSERT INTO idempotency_keys (key_id, idempotency_key, request_hash, created_at, claim_token) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT DO NOTHING RETURNING key_id`,
-        [keyId, idempotencyKey, requestHash, nowMs],
+        [keyId, idempotencyKey, requestHash, nowMs, token],
       );
-      if (inserted.length === 1) return { state: 'claimed' };
-      const [row] = await query<ClaimRow>(
-        `SELECT k.request_hash, k.created_at, k.pet_id, p.name, p.category_id, p.status
-         FROM idempotency_keys k LEFT JOIN pets p ON p.id = k.pet_id
-         WHERE k.key_id = $1 AND k.idempotency_key = $2`,
-        [keyId, idempotencyKey],
-      );
-      if (!row) return { state: 'in_flight' }; // released or expired this very moment: the client retries
+      if (inserted.length === 1) return { state: 'claimed', token };
+      const [row] = await query<ClaimRow>(SELECT_CLAIM, [keyId, idempotencyKey]);
+      if (!row) return { state: 'in_flight', staleAtMs: nowMs }; // released or expired this very moment: the client retries
       const found = claimOf(row, requestHash, nowMs, staleAfterMs);
       if (found !== 'take-over') return found;
       // Only one of several takers matches the old created_at: the others find the row changed.
       const taken = await query(
-        `UPDATE idempotency_keys SET request_hash = $3, created_at = $4
+        `UPDATE idempotency_keys SET request_hash = $3, created_at = $4, claim_token = $6
          WHERE key_id = $1 AND idempotency_key = $2 AND pet_id IS NULL AND created_at = $5 RETURNING key_id`,
-        [keyId, idempotencyKey, requestHash, nowMs, String(row.created_at)],
+        [keyId, idempotencyKey, requestHash, nowMs, String(row.created_at), token],
       );
-      return taken.length === 1 ? { state: 'claimed' } : { state: 'in_flight' };
+      return taken.length === 1 ? { state: 'claimed', token } : { state: 'in_flight', staleAtMs: nowMs + staleAfterMs };
     },
 
-    /*
-     * The pet and its id on the claim commit together: one statement, so one transaction and one round
-     * trip. If the connection fails so that the outcome is unknown, the create is not undone as plain
-     * creates are: the client was given an Idempotency-Key to retry with, and the retry either finds
-     * the pet or creates.
-     */
-    async createPetIdempotently({ keyId, idempotencyKey }, pet) {
-      const [row] = await query<PetRow>(
-        `WITH pet AS (
-           INSERT INTO pets (name, category_id, status) VALUES ($3, $4, $5) RETURNING ${PET_COLUMNS}
-         ), claim AS (
-           UPDATE idempotency_keys SET pet_id = (SELECT id FROM pet) WHERE key_id = $1 AND idempotency_key = $2
-         )
-         SELECT ${PET_COLUMNS} FROM pet`,
-        [keyId, idempotencyKey, pet.name, pet.categoryId.toString(), pet.status],
-        'create-pet-idempotently',
-      );
-      return toPet(row!);
+    async findIdempotencyKey({ keyId, idempotencyKey }, requestHash, staleAfterMs) {
+      const [row] = await query<ClaimRow>(SELECT_CLAIM, [keyId, idempotencyKey]);
+      return row && foundClaimOf(row, requestHash, staleAfterMs);
     },
 
-    async releaseIdempotencyKey({ keyId, idempotencyKey }) {
-      await query('DELETE FROM idempotency_keys WHERE key_id = $1 AND idempotency_key = $2 AND pet_id IS NULL', [keyId, idempotencyKey]);
+    async createPetIdempotently({ keyId, idempotencyKey }, token, pet) {
+      try {
+        const [row] = await query<PetRow>(
+          CREATE_FENCED,
+          [keyId, idempotencyKey, token, pet.name, pet.categoryId.toString(), pet.status],
+          'create-pet-idempotently',
+        );
+        return row && toPet(row);
+      } catch (err) {
+        throw createFailure(err);
+      }
+    },
+
+    async releaseIdempotencyKey({ keyId, idempotencyKey }, token) {
+      await query('DELETE FROM idempotency_keys WHERE key_id = $1 AND idempotency_key = $2 AND claim_token = $3 AND pet_id IS NULL', [
+        keyId,
+        idempotencyKey,
+        token,
+      ]);
     },
 
     async purgeIdempotencyKeys(beforeMs) {

@@ -104,6 +104,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 7,
+    name: 'idempotency claim tokens: a create makes its pet only while its claim is still the one it holds',
+    // A random token per claim, set when it is made or taken over (a fencing token). Claims made before
+    // this version have none: they are finished, or are taken over once stale and get one then.
+    sql: `ALTER TABLE idempotency_keys ADD COLUMN claim_token text;`,
+  },
+  {
     version: 8,
     name: 'key subjects: a key made by rotation shares the rate limits and bans of the key it replaces',
     // NULL means the key is its own subject, so existing keys need no backfill and a key written by an

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { NewPet, Pet } from '../../domain/pet.ts';
+import { CreateOutcomeUnknownError, StorageUnavailableError } from '../errors.ts';
 import { toPet, type PetRow } from '../rows.ts';
 import type { ListPetsQuery, PetPageJson, PetStore } from '../store.ts';
 import { GroupInsert } from './group-insert.ts';
@@ -72,6 +73,24 @@ export class UnacknowledgedCreates {
       this.#undoTimer = undefined;
     }
   }
+}
+
+/** A connection that was never made: refused, or not had from the pool or the server in time. */
+function neverConnected(cause: unknown): boolean {
+  const e = cause as { code?: string; message?: string };
+  if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EHOSTUNREACH') return true;
+  if (e.code === '57P03' || e.code === '53300') return true; // starting up, too many connections: refused at login
+  return /when trying to connect|due to connection timeout/i.test(e.message ?? '');
+}
+
+/**
+ * A create's failure as its caller must see it: once the statement may have reached the database,
+ * a lost connection or a timeout leaves its outcome unknown (the statement may still commit, even
+ * after the client gave up); a connection never made sent nothing.
+ */
+export function createFailure(err: unknown): unknown {
+  if (!(err instanceof StorageUnavailableError) || neverConnected(err.cause)) return err;
+  return new CreateOutcomeUnknownError(err.cause);
 }
 
 export function postgresPets(query: Query, unacknowledged: UnacknowledgedCreates): PetStore {
