@@ -30,6 +30,7 @@ export const ON_POSTGRES_AND_REDIS = [
   'scale-out-instances.test.ts',
   'scale-out-outages.test.ts',
   'scale-out-quota-blocks.test.ts',
+  'scale-out-redis-faults.test.ts',
 ];
 
 /**
@@ -73,6 +74,7 @@ export const ONCE = [
   'suites.test.ts',
   'tls.test.ts',
   'tracing.test.ts',
+  'ttl-cache.test.ts',
 ];
 
 /** Problems with the lists against the files present: each file in exactly one list, each listed file present. */

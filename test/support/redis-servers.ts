@@ -19,9 +19,12 @@ export interface RedisProcess {
   kill(): Promise<void>;
 }
 
-/** Starts redis-server with the given configuration lines; resolves once it accepts connections. */
-export async function startRedis(dir: string, name: string, lines: string[], tls = false): Promise<RedisProcess> {
-  const port = await freePort();
+/**
+ * Starts redis-server with the given configuration lines; resolves once it accepts connections. A
+ * `port` given starts it again where an earlier one ran (a restart).
+ */
+export async function startRedis(dir: string, name: string, lines: string[], tls = false, port?: number): Promise<RedisProcess> {
+  port ??= await freePort();
   const file = join(dir, `${name}.conf`);
   writeFileSync(
     file,

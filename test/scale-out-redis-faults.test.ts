@@ -1,0 +1,134 @@
+/**
+ * The shared limiter when Redis misbehaves the way it does in operation: a reply slower than the
+ * limiter's timeout (DEBUG SLEEP), and a Redis restarted empty. Against a redis-server of the test's
+ * own on a spare port; the limiters follow one fake clock, so every decision falls in one minute and
+ * one day whatever the real time.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { DAY_MS, MINUTE_MS } from '../src/domain/durations.ts';
+import type { WindowLimit } from '../src/limits/limiter.ts';
+import type { RedisRateLimiter } from '../src/limits/redis.ts';
+import { createMetrics, type Metrics } from '../src/metrics.ts';
+import { createTestRedisLimiter, newKeyPrefix } from './support/engines.ts';
+import { startRedis, type RedisProcess } from './support/redis-servers.ts';
+import { tempDir } from './support/temp.ts';
+import { eventually } from './support/waiting.ts';
+
+const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
+  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+  { name: 'day', limit: perDay, windowMs: DAY_MS },
+];
+
+/** Early in a minute, so that a test's decisions fall into one minute and one day. */
+const clock = { ms: Date.UTC(2030, 0, 15, 10, 30, 5), now: () => clock.ms };
+
+const degraded = async (metrics: Metrics) =>
+  (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
+
+describe('the Redis limiter when Redis is slow or restarts empty', () => {
+  const dir = tempDir();
+  const REDIS_LINES = ['enable-debug-command yes'];
+  let redis: RedisProcess;
+  let admin: Redis;
+  const opened: RedisRateLimiter[] = [];
+
+  before(async () => {
+    redis = await startRedis(dir, 'faults', REDIS_LINES);
+    admin = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
+    admin.on('error', () => undefined); // it reconnects by itself after the restart
+  });
+  after(async () => {
+    for (const limiter of opened) await limiter.close();
+    admin.disconnect();
+    await redis.kill();
+  });
+
+  /** A limiter on the test's Redis, as an instance of the service has one. */
+  const limiter = async (metrics = createMetrics(), keyPrefix = newKeyPrefix()) => {
+    const opening = await createTestRedisLimiter({ url: `redis://127.0.0.1:${redis.port}`, keyPrefix, clock, metrics });
+    opened.push(opening);
+    return opening;
+  };
+  /** n decisions in a row; how many were admitted. */
+  const admitted = async (l: RedisRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
+    let yes = 0;
+    for (let i = 0; i < n; i++) if ((await l.consume(subject, limits)).allowed) yes++;
+    return yes;
+  };
+  /** Redis asleep for `seconds`, from another connection: every command queues behind it. */
+  const stall = (seconds: number) => admin.call('DEBUG', 'SLEEP', String(seconds));
+
+  test('a reply slower than the timeout: the fallback starts from what Redis last gave, so a spent minute stays spent', async () => {
+    const metrics = createMetrics();
+    const l = await limiter(metrics);
+    const limits = limitsOf(60, 1_000);
+    assert.equal(await admitted(l, 'key:slow', limits, 70), 60);
+    const stalled = stall(0.6);
+    await sleep(50);
+    // Decided in memory (Redis does not answer within 250 ms), from the 60 Redis counted.
+    assert.equal(await admitted(l, 'key:slow', limits, 60), 0);
+    assert.equal(await degraded(metrics), 1, 'the instance says it is limiting in memory');
+    await stalled;
+    await eventually(async () => (await l.consume('key:slow', limits), (await degraded(metrics)) === 0), 5_000, 100);
+    assert.equal(await admitted(l, 'key:slow', limits, 10), 0);
+  });
+
+  test('a spent day stays spent through a slow reply', async () => {
+    const l = await limiter();
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(l, 'key:day', limits, 8), 5);
+    const stalled = stall(0.6);
+    await sleep(50);
+    assert.equal(await admitted(l, 'key:day', limits, 20), 0);
+    await stalled;
+  });
+
+  test('what the fallback admitted is added to Redis when it answers again: the instance never passes the limit, nor does another', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const a = await limiter(metrics, prefix);
+    const limits = limitsOf(60, 1_000);
+    assert.equal(await admitted(a, 'key:half', limits, 30), 30);
+    const stalled = stall(0.6);
+    await sleep(50);
+    // In memory: the 30 left of the 60 Redis allowed, and no more.
+    assert.equal(await admitted(a, 'key:half', limits, 50), 30);
+    await stalled;
+    await eventually(async () => (await a.consume('key:half', limits), (await degraded(metrics)) === 0), 5_000, 100);
+    // Redis holds every admission: the 60, and possibly once more the request whose script Redis ran
+    // after the limiter had stopped waiting for it (the fallback decided it too), never fewer.
+    const counter = Number(await admin.hget(`${prefix}:{key:half}:minute`, 'c'));
+    assert.ok(counter >= 60 && counter <= 61, `Redis counts ${counter} for the 60 admitted`);
+    const b = await limiter(createMetrics(), prefix);
+    assert.equal(await admitted(b, 'key:half', limits, 5), 0, 'another instance finds the minute spent');
+  });
+
+  test('a Redis restarted empty is brought back up to what the instances saw: no fresh day, and at most N days across N instances', async () => {
+    const [metricsA, metricsB] = [createMetrics(), createMetrics()];
+    const prefix = newKeyPrefix();
+    const a = await limiter(metricsA, prefix);
+    const b = await limiter(metricsB, prefix);
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(a, 'key:restart', limits, 5), 5);
+    assert.equal(await admitted(b, 'key:other', limits, 1), 1, 'b talks to Redis too');
+
+    await redis.kill(); // it keeps nothing on disk: it comes back empty
+    // During the outage each instance decides alone: a from the 5 it saw, b (which never saw the
+    // key) from nothing: the documented bound, N times the limit across N instances.
+    assert.equal(await admitted(a, 'key:restart', limits, 5), 0);
+    assert.equal(await admitted(b, 'key:restart', limits, 10), 5);
+
+    redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
+    await eventually(async () => (await degraded(metricsA)) === 0 && (await degraded(metricsB)) === 0, 10_000, 100);
+    const day = Number(await admin.hget(`${prefix}:{key:restart}:day`, 'c'));
+    assert.ok(day >= 5, `Redis came back empty and was brought up to ${day}, not to the 5 spent`);
+    // A third instance that saw nothing of it finds the day spent.
+    const c = await limiter(createMetrics(), prefix);
+    assert.equal(await admitted(c, 'key:restart', limits, 3), 0);
+    assert.equal(await admitted(a, 'key:restart', limits, 3), 0);
+    assert.equal(await admitted(b, 'key:restart', limits, 3), 0);
+  });
+});
