@@ -165,6 +165,39 @@ describe('bans', () => {
     assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
   });
 
+  test("workers that wait out Retry-After are banned in no window: each window's grace counts from its own first refusal", async () => {
+    const s = await server();
+    const key = await s.key('free');
+    s.clock.ms = Date.UTC(2026, 10, 22, 12, 0, 10);
+    for (let window = 0; window < 3; window++) {
+      // 100 workers at once: 60 served, 40 refused, each worker then sleeps its Retry-After.
+      const answers = await Promise.all(Array.from({ length: 100 }, () => call(s, 'GET', '/v1/pets', { key })));
+      const codes = answers.map((a) => (a.status === 200 ? 'ok' : a.json.code));
+      assert.equal(codes.filter((c) => c === 'ok').length, 60, `window ${window}`);
+      assert.deepEqual([...new Set(codes.filter((c) => c !== 'ok'))], ['rate_limited'], `window ${window}`);
+      const retryAfter = Number(answers.find((a) => a.status === 429)!.headers.get('retry-after'));
+      s.clock.advance(retryAfter * 1000);
+    }
+    const [record] = await s.store.listKeys();
+    assert.equal(await s.store.banEndOf(record!.id, s.clock.now()), undefined);
+  });
+
+  test("a ban's X-RateLimit-Reset is the current second plus its Retry-After, whatever the millisecond", async () => {
+    const s = await server();
+    const key = await s.key('free');
+    s.clock.ms = Date.UTC(2026, 10, 22, 12, 0, 10, 300);
+    assert.equal(count(await burst(s, 70, key), 200), 60);
+    s.clock.advance(1000);
+    for (let i = 0; i < 20; i++) errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'rate_limited');
+    for (const step of [0, 457, 61_999]) {
+      s.clock.advance(step);
+      const banned = await call(s, 'GET', '/v1/pets', { key });
+      errorOf(banned, 429, 'key_banned');
+      const reset = Number(banned.headers.get('x-ratelimit-reset'));
+      assert.equal(reset, Math.floor(s.clock.now() / 1000) + Number(banned.headers.get('retry-after')), `after ${step} ms`);
+    }
+  });
+
   test('a client that keeps sending after its 429 is banned for 15 minutes; every rate-limit header describes the ban', async () => {
     const logs: string[] = [];
     const s = await server({ logLevel: 'info' }, { onLog: (l) => logs.push(l) });

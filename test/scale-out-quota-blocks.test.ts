@@ -148,6 +148,19 @@ describe('pre-admission of busy keys', () => {
     assert.equal(await minuteCount(prefix, 'key:slowing'), 41);
   });
 
+  test('a block retired at a minute boundary gives the day back what it left unspent', async () => {
+    const prefix = newKeyPrefix();
+    const limiter = await limiterWith(prefix);
+    const limits = limitsOf(2_000_000, 100_000_000);
+    const dayCount = async () => Number((await redis.hget(`${prefix}:{key:boundary}:day`, 'c')) ?? 0);
+    for (let i = 0; i < 40; i++) await consumeAt(limiter, 'key:boundary', limits, T0 + 59_000 + i);
+    assert.ok((await dayCount()) > 40, 'a block is held at the end of the minute');
+    // The first request of the next minute retires the block (and takes a new one, handed back on close).
+    await consumeAt(limiter, 'key:boundary', limits, T0 + 60_100);
+    await limiter.close();
+    assert.equal(await dayCount(), 41, 'the day counts exactly the 41 admitted');
+  });
+
   test('near the end of a window blocks stop: the last requests are decided one at a time', async () => {
     const prefix = newKeyPrefix();
     const limits = limitsOf(100_000, 100_000_000);
