@@ -3,19 +3,27 @@
  * variable the Dockerfile and compose.yaml set is one the configuration reads, with a value it
  * accepts; ports agree across the Dockerfile, compose, nginx and the health check; the command is
  * the package's serve command with the same node flags as `npm start`; and docs/scale-out.md's plain-process
- * scale-out section names the same variables as the compose file.
+ * scale-out section names the same variables as the compose file. compose's Redis is run here with its own
+ * arguments, to show that its counters outlive a restart.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
+import { Redis } from 'ioredis';
 import { CONFIG_VARIABLES as VARIABLE_NAMES, loadConfig } from '../src/config.ts';
+import { freePort } from './support/processes.ts';
+import { tempDir } from './support/temp.ts';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const dockerfile = read('Dockerfile');
 const compose = parse(read('compose.yaml')) as {
-  services: Record<string, { environment?: Record<string, string>; ports?: string[]; command?: string[]; build?: string }>;
+  services: Record<
+    string,
+    { environment?: Record<string, string>; ports?: string[]; command?: string[]; build?: string; volumes?: string[] }
+  >;
 };
 const nginx = read('deploy/nginx.conf');
 const packageJson = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
@@ -141,4 +149,32 @@ test('the build stage copies every project file that npm ci and its prepare scri
       `the build stage does not copy ${path}`,
     );
   }
+});
+
+test("compose's Redis keeps its counters across a restart: its own arguments, run here with Debian's redis-server", async (t) => {
+  const redis = compose.services.redis!;
+  assert.ok(
+    redis.volumes?.some((v) => v.endsWith(':/data')),
+    'its files are in a volume',
+  );
+  const [binary, ...args] = redis.command!;
+  assert.equal(binary, 'redis-server');
+  const dir = tempDir(t);
+  const port = await freePort();
+  /** Runs the server until `work` is done, then stops it as a container stop does (SIGTERM). */
+  const runWith = async (work: (client: Redis) => Promise<void>) => {
+    const server = spawn('redis-server', [...args, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => server.once('exit', resolve));
+    const client = new Redis(port, '127.0.0.1', { retryStrategy: () => 50 });
+    client.on('error', () => undefined); // refused until the server listens: it retries
+    try {
+      await work(client);
+    } finally {
+      client.disconnect();
+      server.kill('SIGTERM');
+      await exited;
+    }
+  };
+  await runWith(async (c) => void (await c.hset('petstore:{key:k}:day', 's', '1795305600000', 'c', '999')));
+  await runWith(async (c) => assert.equal(await c.hget('petstore:{key:k}:day', 'c'), '999'));
 });
