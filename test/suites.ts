@@ -51,6 +51,7 @@ export const ONCE = [
   'client-address.test.ts',
   'client.test.ts',
   'config.test.ts',
+  'create-stalls.test.ts',
   'deployment-files.test.ts',
   'docs-browser.test.ts',
   'domain.test.ts',
@@ -59,6 +60,7 @@ export const ONCE = [
   'generated-clients.test.ts',
   'group-commit.test.ts',
   'idempotent-creates.test.ts',
+  'limits.test.ts',
   'migrations.test.ts',
   'page-cache.test.ts',
   'plugin-order.test.ts',
@@ -75,6 +77,7 @@ export const ONCE = [
   'tls.test.ts',
   'tracing.test.ts',
   'ttl-cache.test.ts',
+  'unkind-timing.test.ts',
 ];
 
 /** Problems with the lists against the files present: each file in exactly one list, each listed file present. */
