@@ -111,7 +111,8 @@ describe('the in-process limiter', () => {
     const limits = limitsOf(60, 1_000);
     limiter.observe('key:a', limits, [NOON, Date.UTC(2026, 10, 22)], [58, 990], NOON + 5_000);
     assert.equal(admittedOf(limiter, 'key:a', limits, 5), 2);
-    const [[subject, counters]] = [...limiter.current(NOON + 5_000)] as [[string, { name: string; count: number; end: number }[]]];
+    const [only] = [...limiter.current(NOON + 5_000)];
+    const [subject, counters] = only!;
     assert.equal(subject, 'key:a');
     assert.deepEqual(
       counters.map((c) => [c.name, c.count, c.end]),
