@@ -7,7 +7,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['dist/', 'assets/', 'client/dist/', 'client/src/schema.ts', 'coverage/'] },
+  { ignores: ['dist/', 'assets/', 'client/dist/', 'client/src/schema.ts', 'coverage/', '.stryker-tmp/', 'reports/'] },
   js.configs.recommended,
   tseslint.configs.recommended,
   {
