@@ -183,8 +183,8 @@ describe('listing', () => {
         first.json.map((p: { name: string }) => p.name),
         ['a', 'b'],
       );
-      // What only PostgreSQL can do to a full page: a pet below its last id disappears (a create whose
-      // outcome was lost, undone) or appears (a slower transaction filling a gap).
+      // What only PostgreSQL can do to a full page: a pet below its last id appears (a slower transaction
+      // filling a gap); a deletion by hand stands in for that change here, as the service deletes none.
       if (ENGINE === 'postgres') {
         await withPostgres(own.databaseUrl, (c) => c.query("DELETE FROM pets WHERE name = 'b'"));
       }

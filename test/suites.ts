@@ -36,9 +36,9 @@ export const ON_POSTGRES_AND_REDIS = [
 /**
  * Run once more through PgBouncer in transaction pooling mode (scripts/run-tests.ts), with the HTTP
  * suites and the two above: the files of ONCE whose PostgreSQL parts a transaction pooler could break
- * (migrations at a concurrent start, every store operation).
+ * (migrations at a concurrent start, every store operation, idempotent creates held up by a lock).
  */
-export const ALSO_THROUGH_PGBOUNCER = ['migrations.test.ts', 'storage-contract.test.ts'];
+export const ALSO_THROUGH_PGBOUNCER = ['idempotent-creates.test.ts', 'migrations.test.ts', 'storage-contract.test.ts'];
 
 /**
  * Run once, in the SQLite pass. Those that also cover PostgreSQL (the storage contract, migrations,

@@ -21,7 +21,7 @@ export interface paths {
          * Add an animal
          * @description Adds an animal and answers 201 with the created pet and its `Location`. A 201 means the pet is durably stored. The body must be `application/json`, at most 64 KiB.
          *
-         *     Send an `Idempotency-Key` to make retries safe: the first response for that key (per API key) is stored with the pet and replayed for 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; a retry while the first request is still being processed is a 409.
+         *     Send an `Idempotency-Key` to make retries safe: the first response for that key (per API key) is stored with the pet and replayed for 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; a retry while the first request is still being processed is a 409. A 503 to a create without an `Idempotency-Key` can leave the pet stored when storage stopped answering mid-create (its message says so); with a key, a retry finds that pet or creates it.
          */
         post: operations["createPet"];
         delete?: never;
@@ -358,7 +358,7 @@ export interface components {
         "RateLimit-Policy": string;
         /** @description IETF RateLimit field: remaining requests and seconds to reset of every window, e.g. `"minute";r=59;t=41, "day";r=999;t=50441`. */
         RateLimit: string;
-        /** @description Whole seconds to wait before retrying: until the refusing window resets or the ban ends (429), or a short pause while storage is unreachable (503) or the first request with the same `Idempotency-Key` completes (409). */
+        /** @description Whole seconds to wait before retrying: until the refusing window resets or the ban ends (429), or a short pause while storage is unreachable (503), or until the first request with the same `Idempotency-Key` may be taken over if it has not completed by then (409). */
         "Retry-After": number;
         /** @description Always `Bearer realm="petstore"`. */
         "WWW-Authenticate": "Bearer realm=\"petstore\"";

@@ -8,10 +8,9 @@
  * a full page changes only where ids are committed out of order:
  * - SQLite serialises its writers, so a full page is final there and is kept until evicted.
  * - PostgreSQL hands out sequence values before commit, so for a moment a slower transaction can
- *   still fill a gap below a page's last id (and a create whose outcome was lost is undone when the
- *   database returns). A full page is kept there for `ttlMs` only: a reader sees such a late pet at
- *   most that much later than a reader who queried, which is the same kind of lag a client paging
- *   through already has (it may have passed that id before the pet committed).
+ *   still fill a gap below a page's last id. A full page is kept there for `ttlMs` only: a reader sees
+ *   such a late pet at most that much later than a reader who queried, which is the same kind of lag
+ *   a client paging through already has (it may have passed that id before the pet committed).
  * Least recently used pages go first once `capacity` is reached; where pages expire, the expired ones
  * at that end are dropped as new pages are kept.
  */

@@ -67,7 +67,8 @@ export const HEADERS = {
     required: true,
     description:
       'Whole seconds to wait before retrying: until the refusing window resets or the ban ends (429), or a short ' +
-      'pause while storage is unreachable (503) or the first request with the same `Idempotency-Key` completes (409).',
+      'pause while storage is unreachable (503), or until the first request with the same `Idempotency-Key` may be taken ' +
+      'over if it has not completed by then (409).',
     schema: COUNT,
   },
   'WWW-Authenticate': {

@@ -11,6 +11,7 @@ import type { FastifyReply } from 'fastify';
 import { isPositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import { DEFAULT_PET_STATUS, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotentCreates } from '../../services/idempotent-creates.ts';
+import { CreateOutcomeUnknownError } from '../../storage/errors.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
 import { exactTopLevelIntegers } from '../json-body.ts';
@@ -23,6 +24,20 @@ import { CreatePetHeaders, NewPet, refTo } from '../schemas.ts';
  */
 function idempotencyKeyOf(header: string): string {
   return header.length >= 2 && header.startsWith('"') && header.endsWith('"') ? header.slice(1, -1).replace(/\\([\\"])/g, '$1') : header;
+}
+
+/**
+ * The 503 of a create without an Idempotency-Key whose statement may still have committed: the client
+ * is told so, and how to create safely. The cause stays for the log.
+ */
+function mayHaveBeenStored(err: CreateOutcomeUnknownError): ApiError {
+  const answer = new ApiError(
+    'unavailable',
+    'The service is temporarily unavailable; the pet may have been stored. Send an Idempotency-Key to retry a create safely',
+    { headers: { 'Retry-After': '2' } },
+  );
+  answer.cause = err.cause;
+  return answer;
 }
 
 function invalid(field: string, problem: string): ApiError {
@@ -52,7 +67,9 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
           'The body must be `application/json`, at most 64 KiB.\n\n' +
           'Send an `Idempotency-Key` to make retries safe: the first response for that key (per API key) is stored with the pet ' +
           'and replayed for 24 hours with `Idempotent-Replayed: true`; the same key with a different body is a 422; ' +
-          'a retry while the first request is still being processed is a 409.',
+          'a retry while the first request is still being processed is a 409. ' +
+          'A 503 to a create without an `Idempotency-Key` can leave the pet stored when storage stopped answering mid-create ' +
+          '(its message says so); with a key, a retry finds that pet or creates it.',
         tags: ['pets'],
         headers: CreatePetHeaders,
         body: refTo(NewPet),
@@ -75,7 +92,13 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
       const pet: NewPetValue = { name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS };
 
       const idempotencyKey = request.headers['idempotency-key'];
-      if (idempotencyKey === undefined) return created(reply, await pets.createPet(pet));
+      if (idempotencyKey === undefined) {
+        try {
+          return created(reply, await pets.createPet(pet));
+        } catch (err) {
+          throw err instanceof CreateOutcomeUnknownError ? mayHaveBeenStored(err) : err;
+        }
+      }
 
       const result = await creates.create({ keyId: request.apiKey!.id, idempotencyKey: idempotencyKeyOf(idempotencyKey) }, pet);
       switch (result.outcome) {

@@ -8,8 +8,8 @@
  * Rows are matched to callers by each row's one-time create token, never by position. If the batch
  * fails for a reason other than the database being unreachable (a constraint, say), nothing of it was
  * stored and each create is tried alone, so one failing row cannot fail the others. If the database
- * is unreachable the whole batch's outcome is unknown: every token goes to `onUnknown` (pets.ts undoes
- * them once the database answers) and every caller gets the 503.
+ * is unreachable every caller gets the failure as `failure` gives it (pets.ts): once the statement
+ * may have been sent, the whole batch's outcome is unknown, and whatever PostgreSQL committed stays.
  */
 import type { NewPet } from '../../domain/pet.ts';
 import { StorageUnavailableError } from '../errors.ts';
@@ -32,11 +32,11 @@ const INSERT_BATCH = `
 export class GroupInsert {
   #queue: Pending[] = [];
   readonly #query: Query;
-  readonly #onUnknown: (tokens: readonly string[]) => void;
+  readonly #failure: (err: StorageUnavailableError) => unknown;
 
-  constructor(query: Query, onUnknown: (tokens: readonly string[]) => void) {
+  constructor(query: Query, failure: (err: StorageUnavailableError) => unknown) {
     this.#query = query;
-    this.#onUnknown = onUnknown;
+    this.#failure = failure;
   }
 
   /** Inserts the pet with its create token; resolves with its row once committed. */
@@ -55,8 +55,8 @@ export class GroupInsert {
       for (const p of batch) p.resolve(byToken.get(p.token)!);
     } catch (err) {
       if (err instanceof StorageUnavailableError) {
-        this.#onUnknown(batch.map((p) => p.token));
-        for (const p of batch) p.reject(err);
+        const failure = this.#failure(err);
+        for (const p of batch) p.reject(failure);
       } else if (batch.length === 1) {
         batch[0]!.reject(err);
       } else {
@@ -69,8 +69,7 @@ export class GroupInsert {
     try {
       p.resolve((await this.#insert([p]))[0]!);
     } catch (err) {
-      if (err instanceof StorageUnavailableError) this.#onUnknown([p.token]);
-      p.reject(err);
+      p.reject(err instanceof StorageUnavailableError ? this.#failure(err) : err);
     }
   }
 

@@ -1,9 +1,9 @@
 /**
- * Pets on PostgreSQL: creates, lookups and keyset pages, each a named (prepared) statement, and the
- * undoing of creates whose outcome was lost with the connection.
+ * Pets on PostgreSQL: creates, lookups and keyset pages, each a named (prepared) statement. Pets are
+ * never deleted: a create whose outcome was lost with the connection may have committed, and stays if
+ * it did (the client was told so; an Idempotency-Key is the way to be sure, see idempotency.ts).
  */
 import { randomUUID } from 'node:crypto';
-import type pg from 'pg';
 import type { NewPet, Pet } from '../../domain/pet.ts';
 import { CreateOutcomeUnknownError, StorageUnavailableError } from '../errors.ts';
 import { toPet, type PetRow } from '../rows.ts';
@@ -35,46 +35,6 @@ const pageSql = (where: string) => `
          count(*)::int AS n
   FROM page`;
 
-/*
- * A create whose connection fails after the INSERT was sent has an unknown outcome: PostgreSQL may
- * have committed it. The client was told 503, so such a row must not stay. Each INSERT carries a
- * one-time token; tokens of failed creates are deleted as soon as the database answers again.
- */
-export class UnacknowledgedCreates {
-  readonly #pool: pg.Pool;
-  readonly #tokens = new Set<string>();
-  #undoTimer: NodeJS.Timeout | undefined;
-
-  constructor(pool: pg.Pool) {
-    this.#pool = pool;
-  }
-
-  add(token: string): void {
-    this.#tokens.add(token);
-    this.#undoTimer ??= setInterval(() => void this.#undo(), 1000);
-  }
-
-  /** One last attempt before the pool ends. */
-  async close(): Promise<void> {
-    if (this.#tokens.size > 0) await this.#undo();
-    clearInterval(this.#undoTimer);
-  }
-
-  async #undo(): Promise<void> {
-    const tokens = [...this.#tokens];
-    try {
-      await this.#pool.query('DELETE FROM pets WHERE create_token = ANY($1)', [tokens]);
-      for (const t of tokens) this.#tokens.delete(t);
-    } catch {
-      // still unreachable: try again on the next tick
-    }
-    if (this.#tokens.size === 0) {
-      clearInterval(this.#undoTimer);
-      this.#undoTimer = undefined;
-    }
-  }
-}
-
 /** A connection that was never made: refused, or not had from the pool or the server in time. */
 function neverConnected(cause: unknown): boolean {
   const e = cause as { code?: string; message?: string };
@@ -93,8 +53,8 @@ export function createFailure(err: unknown): unknown {
   return new CreateOutcomeUnknownError(err.cause);
 }
 
-export function postgresPets(query: Query, unacknowledged: UnacknowledgedCreates): PetStore {
-  const creates = new GroupInsert(query, (tokens) => tokens.forEach((token) => unacknowledged.add(token)));
+export function postgresPets(query: Query): PetStore {
+  const creates = new GroupInsert(query, createFailure);
   return {
     fullPagesAreFinal: false,
 

@@ -22,7 +22,7 @@ import { postgresBans } from './bans.ts';
 import { postgresIdempotency } from './idempotency.ts';
 import { postgresKeys } from './keys.ts';
 import { migrate } from './migrations.ts';
-import { postgresPets, UnacknowledgedCreates } from './pets.ts';
+import { postgresPets } from './pets.ts';
 import { queryOn } from './query.ts';
 import { postgresSettings } from './settings.ts';
 
@@ -89,10 +89,9 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
           'statements are sent unnamed from now on',
       ),
   });
-  const unacknowledged = new UnacknowledgedCreates(pool);
   return {
     engine: 'postgres',
-    ...postgresPets(query, unacknowledged),
+    ...postgresPets(query),
     ...postgresKeys(query),
     ...postgresBans(query),
     ...postgresIdempotency(query),
@@ -107,7 +106,6 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     },
 
     async close(): Promise<void> {
-      await unacknowledged.close();
       await pool.end();
     },
   };
