@@ -21,11 +21,12 @@ const SELECT_CLAIM = `SELECT k.request_hash, k.created_at, k.pet_id, p.name, p.c
  * table lock, say) and runs long after its caller gave up: under READ COMMITTED an UPDATE re-checks
  * its WHERE on the row's latest version, and a row deleted meanwhile is skipped (tried with a held
  * `LOCK TABLE pets IN SHARE MODE`, direct and through PgBouncer). The foreign key from the claim to
- * the pet is checked at the end of the statement, when the pet exists.
+ * the pet is checked at the end of the statement, when the pet exists. A finished claim needs no token
+ * (pet_id fences it), so it keeps none: a finished claim is the size it was before claims had tokens.
  */
 const CREATE_FENCED = `
   WITH claim AS (
-    UPDATE idempotency_keys SET pet_id = nextval(pg_get_serial_sequence('pets', 'id'))
+    UPDATE idempotency_keys SET pet_id = nextval(pg_get_serial_sequence('pets', 'id')), claim_token = NULL
     WHERE key_id = $1 AND idempotency_key = $2 AND claim_token = $3 AND pet_id IS NULL
     RETURNING pet_id
   )

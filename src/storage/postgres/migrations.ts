@@ -60,6 +60,8 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     version: 2,
     // Named for both engines with version 6; a database that recorded it earlier keeps the shorter name,
     // which is harmless: the recorded versions, not their names, decide what runs.
+    // No create is undone any more (a pet, once committed, stays): the token now only matches a batch's
+    // rows to their callers (postgres/group-insert.ts). The name stays as released.
     name: 'create tokens, to undo creates whose outcome was lost with the connection (PostgreSQL only: SQLite has no connection to lose)',
     sql: `ALTER TABLE pets ADD COLUMN create_token text;`,
   },
@@ -106,8 +108,9 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
     version: 7,
     name: 'idempotency claim tokens: a create makes its pet only while its claim is still the one it holds',
-    // A random token per claim, set when it is made or taken over (a fencing token). Claims made before
-    // this version have none: they are finished, or are taken over once stale and get one then.
+    // A random token per unfinished claim, set when it is made or taken over (a fencing token) and
+    // cleared when its pet is recorded. Claims made before this version have none: they are finished,
+    // or are taken over once stale and get one then.
     sql: `ALTER TABLE idempotency_keys ADD COLUMN claim_token text;`,
   },
   {

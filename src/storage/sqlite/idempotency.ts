@@ -23,7 +23,8 @@ export function sqliteIdempotency(db: Database, insertPet: InsertPet): Idempoten
   );
   const fencedClaim = 'key_id = ? AND idempotency_key = ? AND claim_token = ? AND pet_id IS NULL';
   const selectHeld = exact(db.prepare(`SELECT 1 AS held FROM idempotency_keys WHERE ${fencedClaim}`));
-  const finishClaim = exact(db.prepare(`UPDATE idempotency_keys SET pet_id = ? WHERE ${fencedClaim}`));
+  // A finished claim is fenced by its pet_id, so its token goes.
+  const finishClaim = exact(db.prepare(`UPDATE idempotency_keys SET pet_id = ?, claim_token = NULL WHERE ${fencedClaim}`));
   const deleteClaim = exact(db.prepare(`DELETE FROM idempotency_keys WHERE ${fencedClaim}`));
   const deleteExpiredClaims = exact(db.prepare('DELETE FROM idempotency_keys WHERE created_at <= ?'));
 
