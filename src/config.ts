@@ -227,7 +227,8 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 1000,
     description:
-      "Refusals that arrive within this long of a key's first refusal in the refusing window never count toward a ban: they were already in flight.",
+      "Refusals that arrive within this long of a key's first refusal in the window that refused them never count toward a ban: " +
+      'they were already in flight.',
     app: true,
   }),
   variable({
