@@ -10,10 +10,12 @@ const scratch = mkdtempSync(join(tmpdir(), 'petstore-mutate-'));
 process.env.TMPDIR = scratch;
 process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 
-// The SQLite side with the in-process limiter, and the unit tests: the files that exercise these modules,
+// The unit tests, and the SQLite side with the in-process limiter: the files that exercise these modules,
 // and no more, since every mutant runs each of these files that reaches it.
 const testFiles = [
   'test/domain.test.ts',
+  'test/ttl-cache.test.ts',
+  'test/limits.test.ts',
   'test/rate-limits.test.ts',
   'test/idempotent-creates.test.ts',
   'test/http-idempotency.test.ts',
