@@ -106,6 +106,29 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(b, 'key:half', limits, 5), 0, 'another instance finds the minute spent');
   });
 
+  test('Redis decides again after a slow reply while requests keep coming, and holds every admission made meanwhile', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const l = await limiter(metrics, prefix);
+    const limits = limitsOf(900, 100_000);
+    let running = true;
+    let admittedAll = 0;
+    const worker = async () => {
+      while (running) {
+        if ((await l.consume('key:busy', limits)).allowed) admittedAll++;
+        await new Promise((resolve) => setImmediate(resolve)); // as requests arriving over sockets do
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    await sleep(100);
+    await stall(0.4);
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    running = false;
+    await Promise.all(workers);
+    const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
+    assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
+  });
+
   test('a Redis restarted empty is brought back up to what the instances saw: no fresh day, and at most N days across N instances', async () => {
     const [metricsA, metricsB] = [createMetrics(), createMetrics()];
     const prefix = newKeyPrefix();

@@ -150,7 +150,7 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #refills = new Map<string, Promise<LimitDecision>>();
   /** Each limits array's block cap (see #capOf). */
   readonly #caps = new WeakMap<readonly WindowLimit[], number>();
-  /** Hand-backs on their way, which close() lets finish. */
+  /** Hand-backs and late raises on their way, which close() lets finish. */
   readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
   readonly #fakeClock: (() => number) | undefined;
@@ -411,7 +411,12 @@ export class RedisRateLimiter implements RateLimiter {
   /** Hands a block's unspent requests back; one that cannot be handed back stays counted until its window ends. */
   #handBack(counters: readonly string[], starts: readonly number[], unspent: number): void {
     if (this.#redis.status !== 'ready') return;
-    const sent: Promise<unknown> = this.#redis.petstoreUnspent(counters.length, ...counters, unspent, ...starts).then(
+    this.#track(this.#redis.petstoreUnspent(counters.length, ...counters, unspent, ...starts));
+  }
+
+  /** A command sent without waiting for it, which close() lets finish. */
+  #track(command: Promise<unknown>): void {
+    const sent: Promise<unknown> = command.then(
       () => this.#handingBack.delete(sent),
       () => this.#handingBack.delete(sent),
     );
@@ -445,31 +450,54 @@ export class RedisRateLimiter implements RateLimiter {
 
   /**
    * Brings Redis up to what this instance knows, subject by subject, before it decides again: the
-   * fallback's admissions are added, and each counter raised to this instance's count. Admissions made
-   * while this runs are sent in another round. On a failure Redis is left alone for a second and the
-   * instance stays on its fallback.
+   * fallback's admissions are added, and each counter raised to this instance's count. On a failure
+   * Redis is left alone for a second and the instance stays on its fallback. What the fallback admits
+   * while this runs is sent the moment it succeeds, before Redis decides anything: commands on one
+   * connection reach Redis in the order they were sent, so a decision sent after finds them counted.
    */
   async #bringUpToDate(): Promise<void> {
-    do {
-      const unsent = this.#unsent;
-      this.#unsent = new Map();
-      const sends: Promise<number>[] = [];
-      for (const [subject, counters] of this.#fallback.current(this.now())) {
-        const added = unsent.get(subject);
-        const keys = counters.map((c) => this.#counterKey(subject, c.name));
-        const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
-        sends.push(this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args));
-      }
-      try {
-        await Promise.all(sends);
-      } catch (err) {
-        for (const [subject, u] of unsent) if (!this.#unsent.has(subject)) this.#unsent.set(subject, u);
-        this.#retryAtMs = performance.now() + 1000;
-        this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
-        return;
-      }
-    } while (this.#unsent.size > 0);
+    const unsent = this.#takeUnsent();
+    try {
+      await Promise.all(this.#raise(unsent, false));
+    } catch (err) {
+      this.#keepUnsent(unsent);
+      this.#retryAtMs = performance.now() + 1000;
+      this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
+      return;
+    }
+    for (const late of this.#raise(this.#takeUnsent(), true)) this.#track(late);
     this.#recover();
+  }
+
+  /**
+   * Sends each subject's counters to be raised to this instance's counts, with what it admitted
+   * without Redis: every subject the fallback holds a live window of, or only those in `unsent`.
+   */
+  #raise(unsent: ReadonlyMap<string, Unsent>, onlyUnsent: boolean): Promise<number>[] {
+    const sends: Promise<number>[] = [];
+    for (const [subject, counters] of this.#fallback.current(this.now())) {
+      const added = unsent.get(subject);
+      if (onlyUnsent && added === undefined) continue;
+      const keys = counters.map((c) => this.#counterKey(subject, c.name));
+      const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
+      sends.push(this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args));
+    }
+    return sends;
+  }
+
+  #takeUnsent(): Map<string, Unsent> {
+    const unsent = this.#unsent;
+    this.#unsent = new Map();
+    return unsent;
+  }
+
+  /** Puts back what could not be sent, beside what was admitted since. */
+  #keepUnsent(unsent: ReadonlyMap<string, Unsent>): void {
+    for (const [subject, kept] of unsent) {
+      const now = this.#unsent.get(subject);
+      if (now === undefined) this.#unsent.set(subject, kept);
+      else if (now.starts.every((start, i) => start === kept.starts[i])) kept.added.forEach((n, i) => (now.added[i]! += n));
+    }
   }
 
   #degrade(err: unknown): void {
