@@ -23,8 +23,9 @@ const testFiles = [
   'test/http-auth.test.ts',
   'test/http-operations.test.ts',
 ];
-// The Redis limiter's own tests drive it in-process and need nothing but Redis.
-if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out-quota-blocks.test.ts');
+// The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
+// Redis of their own that they stall and restart).
+if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out-quota-blocks.test.ts', 'test/scale-out-redis-faults.test.ts');
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
