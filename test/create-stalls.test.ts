@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { createTestDatabase, requirePostgres } from './support/engines.ts';
+import { createTestDatabase, requirePostgres, untilWaitingOnLocks } from './support/engines.ts';
 import { pgbouncerInstalled, startPgbouncer, type Pgbouncer } from './support/pgbouncer.ts';
 import { keysCreate, startServerProcess, type ServerProcess } from './support/processes.ts';
 import { tempDir } from './support/temp.ts';
@@ -88,7 +88,6 @@ async function withSetup(t: { skip(message: string): void }, through: 'direct' |
     return;
   }
   const database = await createTestDatabase();
-  const name = new URL(database.url).pathname.slice(1);
   let bouncer: Pgbouncer | undefined;
   const clients: pg.Client[] = [];
   // A failed check leaves its lock held; the drop at the end ends every connection, which is no error here.
@@ -114,19 +113,7 @@ async function withSetup(t: { skip(message: string): void }, through: 'direct' |
         await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE');
         return { release: () => locker.query('COMMIT').then(() => undefined) };
       },
-      async waiting(n) {
-        await eventually(
-          async () => {
-            const { rows } = await observer.query<{ n: number }>(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
-              [name],
-            );
-            return rows[0]!.n >= n;
-          },
-          10_000,
-          50,
-        );
-      },
+      waiting: (n) => untilWaitingOnLocks(observer, database.url, n, 10_000),
       async query(text, values) {
         return (await observer.query(text, values)).rows;
       },

@@ -22,9 +22,8 @@ import { CreateOutcomeUnknownError } from '../src/storage/errors.ts';
 import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
-import { createTestDatabase, openTestPostgresStore, POSTGRES_URL, requirePostgres } from './support/engines.ts';
+import { createTestDatabase, openTestPostgresStore, POSTGRES_URL, requirePostgres, untilWaitingOnLocks } from './support/engines.ts';
 import { tempDir } from './support/temp.ts';
-import { eventually } from './support/waiting.ts';
 
 interface Opened {
   store: Store;
@@ -220,20 +219,7 @@ describe('idempotent creates: postgres, a create held up by a lock on pets', () 
       take: async () => void (await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE')),
       release: async () => void (await locker.query('COMMIT')),
       /** Until n statements of this database wait for a lock. */
-      waiting: async (n: number) => {
-        const name = new URL(database.url).pathname.slice(1);
-        await eventually(
-          async () => {
-            const { rows } = await observer.query<{ n: number }>(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
-              [name],
-            );
-            return rows[0]!.n >= n;
-          },
-          5000,
-          20,
-        );
-      },
+      waiting: (n: number) => untilWaitingOnLocks(observer, database.url, n, 5000),
     };
     try {
       await fn(store, lock);

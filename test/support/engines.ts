@@ -15,6 +15,7 @@ import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { openPostgresStore } from '../../src/storage/postgres/store.ts';
+import { eventually } from './waiting.ts';
 
 /** PETSTORE_TEST_ENGINES=sqlite (see scripts/run-tests.ts) asks for SQLite alone, as if neither were set. */
 const SQLITE_ONLY = process.env.PETSTORE_TEST_ENGINES === 'sqlite';
@@ -72,6 +73,26 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
 
 export async function openTestPostgresStore(url: string) {
   return openPostgresStore({ url, poolSize: 4 });
+}
+
+/**
+ * Resolves once at least n statements of the database are waiting for a lock (a create held up by a
+ * test's `LOCK TABLE`), as `observer` sees them; it must not be the locking connection, whose open
+ * transaction would keep seeing the activity statistics as it first read them.
+ */
+export async function untilWaitingOnLocks(observer: pg.Client, databaseUrl: string, n: number, withinMs: number): Promise<void> {
+  const name = new URL(databaseUrl).pathname.slice(1);
+  await eventually(
+    async () => {
+      const { rows } = await observer.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+        [name],
+      );
+      return rows[0]!.n >= n;
+    },
+    withinMs,
+    20,
+  );
 }
 
 /** A Redis key prefix no other test uses, so a test's counters and bans are its own. */
