@@ -439,7 +439,7 @@ export class RedisRateLimiter implements RateLimiter {
       unsent = { starts, added: starts.map(() => 0) };
       this.#unsent.set(subject, unsent);
     }
-    for (let i = 0; i < unsent.added.length; i++) unsent.added[i]!++;
+    unsent.added = unsent.added.map((n) => n + 1);
   }
 
   #fallbackMark(subject: string, untilMs: number, err: unknown): number {
@@ -496,7 +496,7 @@ export class RedisRateLimiter implements RateLimiter {
     for (const [subject, kept] of unsent) {
       const now = this.#unsent.get(subject);
       if (now === undefined) this.#unsent.set(subject, kept);
-      else if (now.starts.every((start, i) => start === kept.starts[i])) kept.added.forEach((n, i) => (now.added[i]! += n));
+      else if (now.starts.every((start, i) => start === kept.starts[i])) now.added = now.added.map((n, i) => n + kept.added[i]!);
     }
   }
 
