@@ -169,6 +169,7 @@ export class RedisRateLimiter implements RateLimiter {
   #lastError: Error | undefined;
   /** After a failure Redis is left alone briefly, so a hung Redis costs one timeout per second, not per request. */
   #retryAtMs = 0;
+  #retryTimer: NodeJS.Timeout | undefined;
 
   constructor(options: RedisLimiterOptions) {
     this.#prefix = options.keyPrefix ?? 'petstore';
@@ -202,7 +203,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.#redis.on('close', () => {
       if (!this.#closing) this.#degrade(undefined);
     });
-    this.#redis.on('ready', () => this.#redisDecides());
+    this.#redis.on('ready', () => this.#bringBack());
   }
 
   /** Redis's clock as last read, carried forward by the monotonic clock; the instance's before Redis ever answered. */
@@ -330,7 +331,7 @@ export class RedisRateLimiter implements RateLimiter {
       this.#readClock(Number(nowMs));
       return Number(first);
     } catch (err) {
-      this.#retryAtMs = performance.now() + 1000;
+      this.#leaveAlone();
       return this.#fallbackMark(subject, untilMs, err);
     }
   }
@@ -338,6 +339,7 @@ export class RedisRateLimiter implements RateLimiter {
   async close(): Promise<void> {
     this.#closing = true;
     clearInterval(this.#blockSweep);
+    clearTimeout(this.#retryTimer);
     this.#blocks.releaseAll();
     this.#countPreadmitted();
     // Each settles within the command timeout, so a hung Redis cannot hold the shutdown.
@@ -353,8 +355,23 @@ export class RedisRateLimiter implements RateLimiter {
   #redisDecides(): boolean {
     if (this.#redis.status !== 'ready' || performance.now() < this.#retryAtMs) return false;
     if (!this.#degraded) return true;
-    this.#syncing ??= this.#bringUpToDate().finally(() => (this.#syncing = undefined));
+    this.#bringBack();
     return false;
+  }
+
+  /** After a failure: Redis is left alone for a second, then brought up to date (requests or not). */
+  #leaveAlone(): void {
+    this.#retryAtMs = performance.now() + 1000;
+    this.#retryTimer ??= setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#bringBack();
+    }, 1000).unref();
+  }
+
+  /** Starts bringing Redis up to date when it is connected and that is owed; a failed attempt tries again after a second. */
+  #bringBack(): void {
+    if (!this.#degraded || this.#syncing || this.#closing || this.#redis.status !== 'ready') return;
+    this.#syncing = this.#bringUpToDate().finally(() => (this.#syncing = undefined));
   }
 
   /** `cap`: the largest block these limits allow (QuotaBlocks.capFor), when counting; 1 asks for no block. */
@@ -368,7 +385,7 @@ export class RedisRateLimiter implements RateLimiter {
     try {
       reply = await this.#redis.petstoreLimit(keys.length, ...keys, this.#scriptClock(), count ? 1 : 0, wanted, ...args);
     } catch (err) {
-      this.#retryAtMs = performance.now() + 1000;
+      this.#leaveAlone();
       return this.#fallbackDecision(subject, limits, count, err);
     }
     const counted = Number(reply[0]);
@@ -461,7 +478,7 @@ export class RedisRateLimiter implements RateLimiter {
       await Promise.all(this.#raise(unsent, false));
     } catch (err) {
       this.#keepUnsent(unsent);
-      this.#retryAtMs = performance.now() + 1000;
+      this.#leaveAlone();
       this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
       return;
     }
