@@ -10,7 +10,7 @@ import { describe, test } from 'node:test';
 import { createKey } from '../src/cli/keys.ts';
 import { DAY_MS, MINUTE_MS } from '../src/domain/durations.ts';
 import { KeyBans, type BanPolicy } from '../src/limits/bans.ts';
-import type { WindowLimit } from '../src/limits/limiter.ts';
+import { nearestExhaustion, type WindowLimit } from '../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../src/limits/memory.ts';
 import { QuotaBlocks, type BlockWindows } from '../src/limits/quota-blocks.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
@@ -94,16 +94,29 @@ describe('the in-process limiter', () => {
     assert.equal(admittedOf(limiter, 'key:a', [{ name: 'hour', limit: 2, windowMs: 3_600_000 }], 3), 2);
   });
 
-  test('the sweep forgets only subjects whose every window has ended', () => {
+  test('the sweep, once a minute, forgets subjects and marks whose every window has ended, and nothing live', async () => {
     const { clock, limiter } = memoryLimiter();
     const limits = limitsOf(2, 3);
+    const dayOnly = [{ name: 'day', limit: 2, windowMs: DAY_MS }];
     admittedOf(limiter, 'key:day', limits, 2);
+    admittedOf(limiter, 'key:day-only', dayOnly, 3);
     admittedOf(limiter, 'addr:x', [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], 1);
-    clock.ms = NOON + 3 * MINUTE_MS; // past the next sweep: the minute ended, the day goes on
+    await limiter.firstMark('m:minute', NOON + MINUTE_MS);
+    assert.equal(limiter.size, 4);
+    // The minute has ended, but no sweep has run since: what it held is no longer current all the same.
+    assert.deepEqual([...limiter.current(NOON + MINUTE_MS)].map(([subject]) => subject).sort(), ['key:day', 'key:day-only']);
+    clock.ms = NOON + MINUTE_MS - 1;
     assert.equal(admittedOf(limiter, 'key:other', limits, 1), 1);
-    const live = [...limiter.current(clock.ms)].map(([subject]) => subject);
-    assert.deepEqual(live.sort(), ['key:day', 'key:other']);
+    assert.equal(limiter.size, 5, 'no sweep before a minute has passed');
+    clock.ms = NOON + MINUTE_MS;
+    assert.equal(admittedOf(limiter, 'key:other', limits, 1), 1);
+    assert.equal(limiter.size, 3, 'the ended minute subject and mark are gone; the days stay');
+    assert.equal(admittedOf(limiter, 'key:day-only', dayOnly, 1), 0, 'a live day keeps its count through the sweep');
     assert.equal(admittedOf(limiter, 'key:day', limits, 3), 1, 'the day still holds the two spent');
+    limiter.observe('key:seen', limits, [NOON + 2 * MINUTE_MS, Date.UTC(2026, 10, 22)], [1, 1], NOON + 2 * MINUTE_MS);
+    assert.equal(limiter.size, 4, 'observe sweeps too, and keeps what it was told');
+    await limiter.close();
+    assert.equal(limiter.size, 0, 'close forgets counters and marks');
   });
 
   test('observe takes counts from elsewhere as its own; current lists them', () => {
@@ -141,6 +154,16 @@ describe('the in-process limiter', () => {
     admittedOf(limiter, 'key:a', limitsOf(1, 1), 1);
     await limiter.close();
     assert.equal(admittedOf(limiter, 'key:a', limitsOf(1, 1), 1), 1);
+  });
+});
+
+describe('the window a decision is reported by', () => {
+  const state = (name: string, windowMs: number, remaining: number) => ({ name, limit: 10, windowMs, remaining, resetAtMs: 0 });
+  test('the lowest remaining; a tie goes to the longer window, in whatever order the windows come', () => {
+    assert.equal(nearestExhaustion([state('minute', MINUTE_MS, 3), state('day', DAY_MS, 2)]).name, 'day');
+    assert.equal(nearestExhaustion([state('day', DAY_MS, 3), state('minute', MINUTE_MS, 2)]).name, 'minute');
+    assert.equal(nearestExhaustion([state('minute', MINUTE_MS, 2), state('day', DAY_MS, 2)]).name, 'day');
+    assert.equal(nearestExhaustion([state('day', DAY_MS, 2), state('minute', MINUTE_MS, 2)]).name, 'day');
   });
 });
 
@@ -199,6 +222,27 @@ describe('temporary bans', () => {
       for (let i = 0; i < 10; i++) assert.equal(await bans.recordRefusal(id, refusal(limiter, id)), undefined, `window ${window}`);
     }
     assert.equal(await bans.bannedUntil(id, clock.ms), undefined);
+  });
+
+  test('a ban ends at its exact moment', async (t) => {
+    const { clock, bans, store, ids } = await banning(t);
+    const [id] = ids as [string];
+    await store.banKey(id, clock.ms + 5000);
+    assert.equal(await bans.bannedUntil(id, clock.ms + 4999), clock.ms + 5000);
+    assert.equal(await bans.bannedUntil(id, clock.ms + 5000), undefined);
+  });
+
+  test("each window's first refusal is its own: a day refused after a refused minute starts its own grace", async (t) => {
+    const { clock, limiter, bans, ids } = await banning(t, { ...POLICY, threshold: 1 });
+    const [id] = ids as [string];
+    const minuteFirst = refusal(limiter, id);
+    assert.equal(minuteFirst.windows[0]!.remaining, 0);
+    assert.equal(await bans.recordRefusal(id, minuteFirst), undefined);
+    // A plan change lowers the day below what is spent: 1.5 s later, the day refuses for the first time.
+    clock.ms += 1500;
+    const dayFirst = limiter.consumeNow(`key:${id}`, limitsOf(1, 1));
+    assert.equal(dayFirst.allowed, false);
+    assert.equal(await bans.recordRefusal(id, dayFirst), undefined, 'the first refusal of the day counts for nothing');
   });
 
   test('a ban state is kept for the cache TTL, then read again', async (t) => {
@@ -272,16 +316,31 @@ describe('blocks of quota', () => {
     assert.deepEqual(handed, [[['c:minute', 'c:day'], 9]]);
   });
 
-  test('sweep hands back expired blocks and forgets idle subjects; releaseAll hands back the rest', () => {
+  test('sweep hands back expired blocks and forgets idle subjects; releaseAll hands back the rest and forgets all', () => {
     const { quota, handed } = blocks();
     quota.granted('idle', 5, windowsOf([5, 5]), NOON);
-    quota.granted('busy', 5, windowsOf([5, 5]), NOON + 1500);
+    quota.granted('busy', 7, windowsOf([7, 7]), NOON + 1500);
     quota.sweep(NOON + 1000);
-    assert.deepEqual(handed, [[['c:minute', 'c:day'], 4]]);
-    quota.sweep(NOON + 2000);
-    assert.equal(quota.sizeFor('idle', 100), 1, 'forgotten after two lifetimes idle');
+    assert.deepEqual(handed, [[['c:minute', 'c:day'], 4]], 'only the expired block');
+    // A subject whose blocks grew, then went idle for two lifetimes, is forgotten: it starts at 1 again.
+    quota.granted('grown', 2, windowsOf([2, 2]), NOON + 1000);
+    quota.spend('grown', STARTS, NOON + 1001);
+    assert.equal(quota.spend('grown', STARTS, NOON + 1002), undefined);
+    assert.equal(quota.sizeFor('grown', 100), 4);
+    quota.sweep(NOON + 1002 + 1999);
+    assert.equal(quota.sizeFor('grown', 100), 4, 'not yet two lifetimes idle');
+    quota.sweep(NOON + 1002 + 2000);
+    assert.equal(quota.sizeFor('grown', 100), 1);
+    assert.equal(handed.length, 2, 'the busy block expired and was handed back; the spent one gave nothing');
+    assert.deepEqual(handed[1], [['c:minute', 'c:day'], 6]);
+    quota.granted('kept', 2, windowsOf([2, 2]), NOON + 5000);
+    quota.spend('kept', STARTS, NOON + 5001);
+    quota.spend('kept', STARTS, NOON + 5002);
+    quota.granted('open', 3, windowsOf([3, 3]), NOON + 5000);
     quota.releaseAll();
-    assert.deepEqual(handed[1], [['c:minute', 'c:day'], 4]);
-    assert.equal(quota.spend('busy', STARTS, NOON + 1600), undefined);
+    assert.deepEqual(handed[2], [['c:minute', 'c:day'], 2], 'the open block, and nothing of the spent one');
+    assert.equal(handed.length, 3);
+    assert.equal(quota.sizeFor('kept', 100), 1, 'forgotten');
+    assert.equal(quota.spend('open', STARTS, NOON + 5003), undefined);
   });
 });

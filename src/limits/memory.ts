@@ -103,6 +103,11 @@ export class MemoryRateLimiter implements RateLimiter {
     }
   }
 
+  /** How many subjects' counters and marks it holds: what its memory grows with, bounded by the sweep. */
+  get size(): number {
+    return this.#counters.size + this.#marks.size;
+  }
+
   /** Every subject's counters whose windows have not all ended at nowMs. */
   *current(nowMs: number): Generator<[subject: string, counters: readonly Readonly<Counter>[]]> {
     for (const [subject, counters] of this.#counters) if (counters.some((c) => c.end > nowMs)) yield [subject, counters];
