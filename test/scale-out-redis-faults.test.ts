@@ -10,10 +10,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { DAY_MS, MINUTE_MS } from '../src/domain/durations.ts';
 import type { WindowLimit } from '../src/limits/limiter.ts';
-import type { RedisRateLimiter } from '../src/limits/redis.ts';
+import { RedisRateLimiter } from '../src/limits/redis.ts';
+import { createLogger } from '../src/logger.ts';
 import { createMetrics, type Metrics } from '../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix } from './support/engines.ts';
 import { startRedis, type RedisProcess } from './support/redis-servers.ts';
+import { TcpProxy } from './support/tcp-proxy.ts';
 import { tempDir } from './support/temp.ts';
 import { eventually } from './support/waiting.ts';
 
@@ -128,6 +130,67 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     await Promise.all(workers);
     const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
     assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
+  });
+
+  test('one instance cut off from Redis while another counts on: what it admitted alone is added to what Redis counted meanwhile', async () => {
+    const metricsA = createMetrics();
+    const prefix = newKeyPrefix();
+    const proxy = await TcpProxy.start('127.0.0.1', redis.port);
+    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics: metricsA });
+    opened.push(a);
+    const b = await limiter(createMetrics(), prefix);
+    const limits = limitsOf(60, 1_000);
+    try {
+      assert.equal(await admitted(a, 'key:split', limits, 10), 10);
+      proxy.cut();
+      assert.equal(await admitted(a, 'key:split', limits, 5), 5, 'a, alone, admits from the 10 it saw');
+      assert.equal(await admitted(b, 'key:split', limits, 20), 20, 'b counts on in Redis');
+      proxy.heal();
+      await eventually(async () => (await degraded(metricsA)) === 0, 10_000, 100);
+      assert.equal(
+        Number(await admin.hget(`${prefix}:{key:split}:minute`, 'c')),
+        35,
+        '10 + 20 counted in Redis, and the 5 a admitted alone',
+      );
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('a Redis restarted between two requests is brought up to date when the connection comes back, before anyone asks', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const l = await limiter(metrics, prefix);
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(l, 'key:quiet', limits, 5), 5);
+    await redis.kill();
+    redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
+    await eventually(async () => Number(await admin.hget(`${prefix}:{key:quiet}:day`, 'c').catch(() => 0)) === 5, 10_000, 100);
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    assert.equal(await admitted(await limiter(createMetrics(), prefix), 'key:quiet', limits, 1), 0);
+  });
+
+  test("the fallback keeps Redis's clock: an instance clock that jumps moves no window", async (t) => {
+    const prefix = newKeyPrefix();
+    const l = new RedisRateLimiter({
+      urls: [`redis://127.0.0.1:${redis.port}`],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+    });
+    opened.push(l);
+    await l.ready();
+    const redisNow = async () => {
+      const [seconds, micros] = (await admin.call('TIME')) as [string, string];
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    await l.consume('key:clock', limitsOf(100, 1_000));
+    const real = Date.now;
+    t.after(() => (Date.now = real));
+    Date.now = () => real() - 3_600_000; // the instance's clock an hour behind
+    const drift = Math.abs(l.now() - (await redisNow()));
+    Date.now = real;
+    assert.ok(drift < 1000, `the limiter's clock is ${drift} ms from Redis's`);
   });
 
   test('a Redis restarted empty is brought back up to what the instances saw: no fresh day, and at most N days across N instances', async () => {
