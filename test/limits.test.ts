@@ -113,8 +113,12 @@ describe('the in-process limiter', () => {
     assert.equal(limiter.size, 3, 'the ended minute subject and mark are gone; the days stay');
     assert.equal(admittedOf(limiter, 'key:day-only', dayOnly, 1), 0, 'a live day keeps its count through the sweep');
     assert.equal(admittedOf(limiter, 'key:day', limits, 3), 1, 'the day still holds the two spent');
+    await limiter.firstMark('m:day', Date.UTC(2026, 10, 23));
+    admittedOf(limiter, 'addr:y', [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], 1);
+    assert.equal(limiter.size, 5);
     limiter.observe('key:seen', limits, [NOON + 2 * MINUTE_MS, Date.UTC(2026, 10, 22)], [1, 1], NOON + 2 * MINUTE_MS);
-    assert.equal(limiter.size, 4, 'observe sweeps too, and keeps what it was told');
+    assert.equal(limiter.size, 5, 'observe sweeps too (the ended addr:y goes), and keeps what it was told');
+    assert.equal(await limiter.firstMark('m:day', Date.UTC(2026, 10, 23)), NOON + MINUTE_MS, 'a live mark outlives the sweep');
     await limiter.close();
     assert.equal(limiter.size, 0, 'close forgets counters and marks');
   });
@@ -337,6 +341,11 @@ describe('blocks of quota', () => {
     quota.spend('kept', STARTS, NOON + 5001);
     quota.spend('kept', STARTS, NOON + 5002);
     quota.granted('open', 3, windowsOf([3, 3]), NOON + 5000);
+    // A block whose every request was spent, not yet replaced when it expires, has nothing to give.
+    quota.granted('used', 2, windowsOf([2, 2]), NOON + 3000);
+    quota.spend('used', STARTS, NOON + 3001);
+    quota.sweep(NOON + 4000);
+    assert.equal(handed.length, 2);
     quota.releaseAll();
     assert.deepEqual(handed[2], [['c:minute', 'c:day'], 2], 'the open block, and nothing of the spent one');
     assert.equal(handed.length, 3);
