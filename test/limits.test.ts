@@ -140,6 +140,23 @@ describe('the in-process limiter', () => {
     );
   });
 
+  test('observe keeps the higher count within a window: a reply that arrives late takes nothing back', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 5_000);
+    const limits = limitsOf(10, 1_000);
+    const starts = [NOON, Date.UTC(2026, 10, 22)];
+    limiter.observe('key:a', limits, starts, [5, 5], NOON + 5_000);
+    assert.equal(admittedOf(limiter, 'key:a', limits, 3), 3);
+    limiter.observe('key:a', limits, starts, [6, 6], NOON + 5_000);
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 2, 'the 8 counted here stand against the late 6');
+    clock.ms = NOON + MINUTE_MS;
+    limiter.observe('key:a', limits, [NOON + MINUTE_MS, starts[1]!], [1, 9], NOON + MINUTE_MS);
+    assert.deepEqual(
+      limiter.consumeNow('key:a', limits).windows.map((w) => w.remaining),
+      [8, 989],
+      'a new minute starts from what it was told; the day keeps its higher 10',
+    );
+  });
+
   test('a mark is the first of its period until the period ends, per subject', async () => {
     const { clock, limiter } = memoryLimiter();
     assert.equal(await limiter.firstMark('m:a', NOON + MINUTE_MS), NOON);

@@ -157,6 +157,28 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     }
   });
 
+  test('a minute that turns while an instance is cut off loses nothing of the day it admitted meanwhile', async (t) => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const proxy = await TcpProxy.start('127.0.0.1', redis.port);
+    t.after(() => proxy.close());
+    const saved = clock.ms;
+    t.after(() => (clock.ms = saved));
+    clock.ms = Date.UTC(2030, 0, 15, 10, 40, 50);
+    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics });
+    opened.push(a);
+    const limits = limitsOf(100, 1_000);
+    assert.equal(await admitted(a, 'key:turn', limits, 10), 10);
+    proxy.cut();
+    assert.equal(await admitted(a, 'key:turn', limits, 5), 5);
+    clock.ms = Date.UTC(2030, 0, 15, 10, 41, 5); // the next minute, still cut off
+    assert.equal(await admitted(a, 'key:turn', limits, 7), 7);
+    proxy.heal();
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:day`, 'c')), 22, 'the day holds all 22');
+    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:minute`, 'c')), 7, 'the new minute its 7');
+  });
+
   test('a Redis restarted between two requests is brought up to date when the connection comes back, before anyone asks', async () => {
     const metrics = createMetrics();
     const prefix = newKeyPrefix();

@@ -90,16 +90,20 @@ export class MemoryRateLimiter implements RateLimiter {
     );
   }
 
-  /** Takes another limiter's counts as this one's (the Redis limiter's last answer for the subject). */
+  /**
+   * Takes another limiter's counts as this one's (the Redis limiter's answers for the subject); within
+   * a window it keeps the higher, so a reply that arrives late cannot take back what was counted here.
+   */
   observe(subject: string, limits: readonly WindowLimit[], starts: readonly number[], counts: readonly number[], nowMs: number): void {
     if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
     const counters = this.#countersOf(subject, limits);
     for (let i = 0; i < limits.length; i++) {
       const c = counters[i]!;
+      const sameWindow = c.name === limits[i]!.name && c.start === starts[i];
+      c.count = sameWindow ? Math.max(c.count, counts[i]!) : counts[i]!;
       c.name = limits[i]!.name;
       c.start = starts[i]!;
       c.end = starts[i]! + limits[i]!.windowMs;
-      c.count = counts[i]!;
     }
   }
 

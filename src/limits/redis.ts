@@ -20,7 +20,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
-import { MemoryRateLimiter } from './memory.ts';
+import { MemoryRateLimiter, type Counter } from './memory.ts';
 import { QuotaBlocks } from './quota-blocks.ts';
 import { connectRedis, type RedisClient } from './redis-client.ts';
 
@@ -31,7 +31,7 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end`;
 
-/** How long a counter outlives its window, so that a late hand-back still finds it. */
+/** How long a counter outlives its window (by Redis's clock), so that an instance a little behind it still finds it. */
 const COUNTER_MARGIN_MS = 5000;
 
 // KEYS: one counter per window, a hash of its window's start (s) and count (c). ARGV[1]: the test's
@@ -129,6 +129,9 @@ type LimiterRedis = RedisClient & {
   petstoreRaise: (numKeys: number, ...args: Args) => Promise<number>;
 };
 
+/** How many subjects' counters are raised at once when Redis is brought up to date. */
+const RAISE_BATCH = 500;
+
 /** How long a block of quota may be spent from before its rest is handed back. */
 const BLOCK_LIFETIME_MS = 1000;
 
@@ -162,6 +165,8 @@ export class RedisRateLimiter implements RateLimiter {
   #degraded = false;
   /** What the fallback admitted, to be added to Redis's counters before Redis decides again. */
   #unsent = new Map<string, Unsent>();
+  /** Set by a lost connection: Redis may have restarted empty, so every counter known is raised. */
+  #countsMayBeLost = false;
   /** The bringing of Redis up to date, while it runs. */
   #syncing: Promise<void> | undefined;
   #closing = false;
@@ -201,7 +206,9 @@ export class RedisRateLimiter implements RateLimiter {
     // A lost connection may come back to a Redis restarted empty: it is brought up to date first,
     // as soon as it is back rather than at the next request.
     this.#redis.on('close', () => {
-      if (!this.#closing) this.#degrade(undefined);
+      if (this.#closing) return;
+      this.#countsMayBeLost = true;
+      this.#degrade(undefined);
     });
     this.#redis.on('ready', () => this.#bringBack());
   }
@@ -342,8 +349,10 @@ export class RedisRateLimiter implements RateLimiter {
     clearTimeout(this.#retryTimer);
     this.#blocks.releaseAll();
     this.#countPreadmitted();
-    // Each settles within the command timeout, so a hung Redis cannot hold the shutdown.
-    await Promise.allSettled([...this.#handingBack, this.#syncing]);
+    // Each settles within the command timeout, so a hung Redis cannot hold the shutdown; a bringing up
+    // to date first, since it may send more.
+    await this.#syncing;
+    await Promise.allSettled(this.#handingBack);
     this.#redis.disconnect();
     await this.#fallback.close();
   }
@@ -448,15 +457,13 @@ export class RedisRateLimiter implements RateLimiter {
     return decision;
   }
 
-  /** Counts an admission of the fallback's toward what Redis must be told. */
+  /** Counts an admission of the fallback's toward what Redis must be told, window by window. */
   #noteUnsent(subject: string, decision: LimitDecision): void {
     const starts = decision.windows.map((w) => w.resetAtMs - w.windowMs);
-    let unsent = this.#unsent.get(subject);
-    if (unsent === undefined || unsent.starts.some((start, i) => start !== starts[i])) {
-      unsent = { starts, added: starts.map(() => 0) };
-      this.#unsent.set(subject, unsent);
-    }
-    unsent.added = unsent.added.map((n) => n + 1);
+    const unsent = this.#unsent.get(subject);
+    // A window that has moved on starts again from this admission; the others (the day) keep theirs.
+    const added = starts.map((start, i) => (unsent?.starts[i] === start ? unsent.added[i]! : 0) + 1);
+    this.#unsent.set(subject, { starts, added });
   }
 
   #fallbackMark(subject: string, untilMs: number, err: unknown): number {
@@ -466,40 +473,57 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   /**
-   * Brings Redis up to what this instance knows, subject by subject, before it decides again: the
-   * fallback's admissions are added, and each counter raised to this instance's count. On a failure
-   * Redis is left alone for a second and the instance stays on its fallback. What the fallback admits
-   * while this runs is sent the moment it succeeds, before Redis decides anything: commands on one
-   * connection reach Redis in the order they were sent, so a decision sent after finds them counted.
+   * Brings Redis up to what this instance knows before it decides again: what the fallback admitted is
+   * added to each counter, and a counter lower than this instance's count is raised to it. After a
+   * lost connection (Redis may have restarted empty) every subject the fallback holds a live window of
+   * is raised; after a slow reply only those it admitted to. Subjects go a batch at a time, so a day's
+   * worth of keys does not land on Redis at once. On a failure the instance stays on its fallback and
+   * tries again a second later, keeping only what did not reach Redis. What the fallback admits while
+   * this runs is sent the moment it succeeds, before anything Redis is asked afterwards.
    */
   async #bringUpToDate(): Promise<void> {
+    const everything = this.#countsMayBeLost;
+    this.#countsMayBeLost = false;
     const unsent = this.#takeUnsent();
-    try {
-      await Promise.all(this.#raise(unsent, false));
-    } catch (err) {
-      this.#keepUnsent(unsent);
+    const failed = await this.#raise(unsent, everything);
+    if (failed) {
+      this.#keepUnsent(failed.unsent);
+      this.#countsMayBeLost ||= everything;
       this.#leaveAlone();
-      this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
+      this.#log.warn({ err: failed.err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
       return;
     }
-    for (const late of this.#raise(this.#takeUnsent(), true)) this.#track(late);
+    const late = this.#takeUnsent();
+    for (const [subject, counters] of this.#fallback.current(this.now())) {
+      if (late.has(subject)) this.#track(this.#raiseOne(subject, counters, late.get(subject)));
+    }
     this.#recover();
   }
 
-  /**
-   * Sends each subject's counters to be raised to this instance's counts, with what it admitted
-   * without Redis: every subject the fallback holds a live window of, or only those in `unsent`.
-   */
-  #raise(unsent: ReadonlyMap<string, Unsent>, onlyUnsent: boolean): Promise<number>[] {
-    const sends: Promise<number>[] = [];
-    for (const [subject, counters] of this.#fallback.current(this.now())) {
-      const added = unsent.get(subject);
-      if (onlyUnsent && added === undefined) continue;
-      const keys = counters.map((c) => this.#counterKey(subject, c.name));
-      const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
-      sends.push(this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args));
+  /** Raises subjects' counters, a batch at a time; on a failure, the unsent admissions not known to have landed. */
+  async #raise(
+    unsent: ReadonlyMap<string, Unsent>,
+    everything: boolean,
+  ): Promise<{ err: unknown; unsent: Map<string, Unsent> } | undefined> {
+    const subjects = [...this.#fallback.current(this.now())].filter(([subject]) => everything || unsent.has(subject));
+    for (let first = 0; first < subjects.length; first += RAISE_BATCH) {
+      const batch = subjects.slice(first, first + RAISE_BATCH);
+      const results = await Promise.allSettled(batch.map(([subject, counters]) => this.#raiseOne(subject, counters, unsent.get(subject))));
+      const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [{ subject: batch[i]![0], err: r.reason as unknown }] : []));
+      if (failures.length === 0) continue;
+      const notLanded = [...failures.map((f) => f.subject), ...subjects.slice(first + RAISE_BATCH).map(([subject]) => subject)];
+      const kept = new Map<string, Unsent>();
+      for (const subject of notLanded) if (unsent.has(subject)) kept.set(subject, unsent.get(subject)!);
+      return { err: failures[0]!.err, unsent: kept };
     }
-    return sends;
+    return undefined;
+  }
+
+  /** One subject's raise: its counters to at least this instance's counts, plus what it admitted without Redis. */
+  #raiseOne(subject: string, counters: readonly Readonly<Counter>[], added: Unsent | undefined): Promise<number> {
+    const keys = counters.map((c) => this.#counterKey(subject, c.name));
+    const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
+    return this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args);
   }
 
   #takeUnsent(): Map<string, Unsent> {
@@ -508,12 +532,12 @@ export class RedisRateLimiter implements RateLimiter {
     return unsent;
   }
 
-  /** Puts back what could not be sent, beside what was admitted since. */
+  /** Puts back what could not be sent, window by window beside what was admitted since (an ended window's is worth nothing). */
   #keepUnsent(unsent: ReadonlyMap<string, Unsent>): void {
     for (const [subject, kept] of unsent) {
-      const now = this.#unsent.get(subject);
-      if (now === undefined) this.#unsent.set(subject, kept);
-      else if (now.starts.every((start, i) => start === kept.starts[i])) now.added = now.added.map((n, i) => n + kept.added[i]!);
+      const since = this.#unsent.get(subject);
+      if (since === undefined) this.#unsent.set(subject, kept);
+      else since.added = since.added.map((n, i) => n + (since.starts[i] === kept.starts[i] ? kept.added[i]! : 0));
     }
   }
 
