@@ -479,7 +479,8 @@ export class RedisRateLimiter implements RateLimiter {
    * is raised; after a slow reply only those it admitted to. Subjects go a batch at a time, so a day's
    * worth of keys does not land on Redis at once. On a failure the instance stays on its fallback and
    * tries again a second later, keeping only what did not reach Redis. What the fallback admits while
-   * this runs is sent the moment it succeeds, before anything Redis is asked afterwards.
+   * this runs is sent the moment it succeeds, ahead of anything Redis is asked afterwards on the same
+   * connection (in a Cluster, unless the slot moves meanwhile).
    */
   async #bringUpToDate(): Promise<void> {
     const everything = this.#countsMayBeLost;
