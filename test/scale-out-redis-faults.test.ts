@@ -65,7 +65,16 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
 
   test('a reply slower than the timeout: the fallback starts from what Redis last gave, so a spent minute stays spent', async () => {
     const metrics = createMetrics();
-    const l = await limiter(metrics);
+    const lines: string[] = [];
+    const l = await createTestRedisLimiter({
+      url: `redis://127.0.0.1:${redis.port}`,
+      keyPrefix: newKeyPrefix(),
+      clock,
+      metrics,
+      log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+    });
+    opened.push(l);
+    assert.equal(await degraded(metrics), 0, 'shared from the start');
     const limits = limitsOf(60, 1_000);
     assert.equal(await admitted(l, 'key:slow', limits, 70), 60);
     const stalled = stall(0.6);
@@ -77,6 +86,11 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     // Back to Redis by itself, without a request to set it going.
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 100);
     assert.equal(await admitted(l, 'key:slow', limits, 10), 0);
+    const fallbacks = (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
+    assert.ok(fallbacks >= 60, `${fallbacks} decisions counted as taken in memory`);
+    const said = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+    assert.equal(said.filter((m) => /^Redis unreachable: rate limiting in memory/.test(m)).length, 1, 'the outage is logged once');
+    assert.equal(said.filter((m) => /^Redis reachable again/.test(m)).length, 1, 'and its end');
   });
 
   test('a spent day stays spent through a slow reply', async () => {
@@ -213,6 +227,51 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const drift = Math.abs(l.now() - (await redisNow()));
     Date.now = real;
     assert.ok(drift < 1000, `the limiter's clock is ${drift} ms from Redis's`);
+  });
+
+  test("instances share a key's first refusal of a window, and its counts, through Redis", async () => {
+    const prefix = newKeyPrefix();
+    const [a, b] = [await limiter(createMetrics(), prefix), await limiter(createMetrics(), prefix)];
+    const until = clock.ms + 30_000;
+    const first = await a.firstMark('refusals:key:x:minute:1', until);
+    assert.equal(first, clock.ms);
+    const saved = clock.ms;
+    clock.ms += 700;
+    try {
+      assert.equal(await b.firstMark('refusals:key:x:minute:1', until), first, 'b finds the mark a made');
+      assert.equal(await b.firstMark('refusals:key:x:minute:2', until), clock.ms, 'another period has its own');
+    } finally {
+      clock.ms = saved;
+    }
+    const limits = limitsOf(10, 100);
+    await admitted(a, 'key:counts', limits, 3);
+    const seen = await b.consume('key:counts', limits);
+    assert.deepEqual(
+      seen.windows.map((w) => w.remaining),
+      [6, 96],
+    );
+    assert.deepEqual(
+      (await b.peek('key:counts', limits)).windows.map((w) => w.remaining),
+      [6, 96],
+      'a look counts nothing',
+    );
+  });
+
+  test("a busy key's block that no request comes back for is handed back within a second or two, by the limiter itself", async () => {
+    const prefix = newKeyPrefix();
+    const l = await limiter(createMetrics(), prefix);
+    const limits = limitsOf(2_000_000, 100_000_000);
+    await admitted(l, 'key:left', limits, 40);
+    const counted = async () => Number(await admin.hget(`${prefix}:{key:left}:minute`, 'c'));
+    assert.ok((await counted()) > 40, 'a block is held');
+    const saved = clock.ms;
+    try {
+      // The limiter's sweep reads the clock: it moves on past the block's lifetime, as real time would.
+      clock.ms += 1500;
+      await eventually(async () => (await counted()) === 40, 5_000, 100);
+    } finally {
+      clock.ms = saved;
+    }
   });
 
   test('a Redis restarted empty is brought back up to what the instances saw: no fresh day, and at most N days across N instances', async () => {

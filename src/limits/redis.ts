@@ -144,7 +144,7 @@ interface Unsent {
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: LimiterRedis;
   /** Decides while Redis cannot, from the counts Redis last gave for each subject. */
-  readonly #fallback = new MemoryRateLimiter({ now: () => this.now() });
+  readonly #fallback = new MemoryRateLimiter(); // told the time on every call, by this limiter's clock
   readonly #blocks: QuotaBlocks;
   readonly #blockSweep: NodeJS.Timeout;
   /** Requests admitted from blocks since the metric was last told. */
