@@ -5,6 +5,7 @@
  * command, on SQLite.
  */
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -49,6 +50,7 @@ describe('Redis over TLS with an ACL user', () => {
     for (const s of servers) s.child.kill('SIGTERM');
     await Promise.all(servers.map((s) => s.exited));
     await redis?.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('rediss:// with the CA file and the user in the URL: every decision is counted in that Redis, and the limit holds', async () => {

@@ -5,6 +5,7 @@
  * memory meanwhile and returning to the cluster by itself.
  */
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
@@ -30,9 +31,11 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
   /** The minute counter of a key, as the limiter names it: the key's subject is the hash tag. */
   const slotOf = async (id: string) => Number(await client.cluster('KEYSLOT', `{key:${id}}`));
   const minuteCounter = (id: string) => `${prefix}:{key:${id}}:minute`;
+  let dir: string | undefined;
 
   before(async () => {
-    cluster = await startCluster(tempDir());
+    dir = tempDir();
+    cluster = await startCluster(dir);
     client = new Cluster(cluster.seeds.map((url) => ({ host: '127.0.0.1', port: Number(new URL(url).port) })));
     database = await createTestDatabase();
     prefix = newKeyPrefix();
@@ -53,6 +56,7 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
     client?.disconnect();
     await cluster?.stop();
     await database?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('a Free key sending round-robin gets exactly 60 admitted in one minute, counted in one slot of the cluster', async () => {

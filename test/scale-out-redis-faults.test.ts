@@ -5,6 +5,7 @@
  * one day whatever the real time.
  */
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -46,6 +47,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     for (const limiter of opened) await limiter.close();
     admin.disconnect();
     await redis.kill();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   /** A limiter on the test's Redis, as an instance of the service has one. */
