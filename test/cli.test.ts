@@ -720,7 +720,7 @@ describe('usage', () => {
       const keys = await Promise.all([
         keysCreateJson(box.env(), '--plan', 'free', '--label', long),
         keysCreateJson(box.env(), '--plan', 'enterprise', '--rpm', '1999999', '--rpd', '19999999', '--label', long),
-        keysCreateJson(box.env({ PETSTORE_ENV: 'staging' }), '--plan', 'business', '--label', 'short\nlabel'),
+        keysCreateJson(box.env({ PETSTORE_ENV: 'staging' }), '--plan', 'business', '--label', 'short label'),
         keysCreateJson(box.env(), '--plan', 'pro'),
       ]);
       await ok(['keys', 'rotate', keys[0].id, '--grace', '7d'], box.env());
@@ -741,6 +741,116 @@ describe('usage', () => {
       assert.ok(wide.includes('19999999'), 'and the exact limits');
       const json = await listJson(box.env());
       assert.equal(json.find((r) => r.id === keys[0].id)!.label, long);
+    });
+  });
+});
+
+describe('labels on a terminal', () => {
+  /** What would act on a terminal or reorder what it shows: controls, bidi overrides and isolates, zero-width spaces. */
+  // eslint-disable-next-line no-control-regex -- raw control characters are what it looks for
+  const RAW_UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/;
+
+  function setLabel(dbPath: string, keyId: string, label: string): void {
+    const db = new DatabaseSync(dbPath);
+    try {
+      db.exec('PRAGMA busy_timeout = 5000');
+      assert.equal(db.prepare('UPDATE api_keys SET label = ? WHERE id = ?').run(label, keyId).changes, 1);
+    } finally {
+      db.close();
+    }
+  }
+
+  test('a label written straight into the database is escaped in list, --wide, --json and rotate, and cannot forge a row', async () => {
+    await inSandbox(async (box) => {
+      const [victim, cutOne] = await Promise.all([
+        keysCreateJson(box.env(), '--plan', 'free'),
+        keysCreateJson(box.env(), '--plan', 'free'),
+      ]);
+      // Clears the screen, then a whole forged row of an active Enterprise key, then a carriage return, a C1 CSI and a bidi override.
+      const forged = 'key_0000000000000000  pet_live_forged…  enterprise  5000/min 2M/day  active';
+      const label = `\u001b[2J\n${forged}\r\u009b\u202eevil`;
+      setLabel(box.dbPath, victim.id, label);
+      // An escape that would straddle the default table's edge is left out whole.
+      setLabel(box.dbPath, cutOne.id, `${'x'.repeat(25)}\u202etail`);
+      const shown = `\\u001b[2J\\n${forged}\\r\\u009b\\u202eevil`;
+
+      const table = await ok(['keys', 'list'], box.env());
+      assert.doesNotMatch(table.stdout, RAW_UNSAFE);
+      // The prefix has a fixed length, so the label column starts at the same place on every run and has 29 columns.
+      assert.equal(victim.prefix.length, 15);
+      assert.deepEqual(
+        table.stdout.trimEnd().split('\n').sort(),
+        [
+          'ID                    PREFIX            PLAN  LIMITS           STATE   LABEL',
+          `${victim.id}  ${victim.prefix}…  free  60/min 1000/day  active  \\u001b[2J\\nkey_0000000000000…`,
+          `${cutOne.id}  ${cutOne.prefix}…  free  60/min 1000/day  active  ${'x'.repeat(25)}…`,
+        ].sort(),
+      );
+
+      const rows = await listJson(box.env());
+      const createdAt = (id: string) => rows.find((r) => r.id === id)!.createdAt;
+      const wide = await ok(['keys', 'list', '--wide'], box.env());
+      assert.doesNotMatch(wide.stdout, RAW_UNSAFE);
+      assert.deepEqual(
+        wide.stdout.trimEnd().split('\n').sort(),
+        [
+          'ID                    PREFIX            ENV         PLAN  RPM  RPD   STATE   CREATED                   EXPIRES  LABEL',
+          `${victim.id}  ${victim.prefix}…  production  free  60   1000  active  ${createdAt(victim.id)}  never    ${shown}`,
+          `${cutOne.id}  ${cutOne.prefix}…  production  free  60   1000  active  ${createdAt(cutOne.id)}  never    ${'x'.repeat(25)}\\u202etail`,
+        ].sort(),
+      );
+
+      // JSON escapes C0 by itself; DEL, C1 and format characters are escaped too, and parse back to the stored label.
+      const json = await ok(['keys', 'list', '--json'], box.env());
+      assert.doesNotMatch(json.stdout, RAW_UNSAFE);
+      assert.equal(rows.find((r) => r.id === victim.id)!.label, label);
+
+      // A replacement copies the label as it is; its output escapes it all the same.
+      const rotated = await ok(['keys', 'rotate', victim.id, '--json'], box.env());
+      assert.doesNotMatch(rotated.stdout, RAW_UNSAFE);
+      assert.equal(JSON.parse(lastLine(rotated.stdout)).label, label);
+    });
+  });
+
+  test('keys create refuses a label with a control or format character in one line naming it, and stores nothing', async () => {
+    await inSandbox(async (box) => {
+      const env = box.env();
+      const refusals: [string, RegExp][] = [
+        ['a\u001b[2Jb', /U\+001B at character 2\n$/],
+        ['two\nlines', /U\+000A at character 4\n$/],
+        ['back\rover', /U\+000D at character 5\n$/],
+        ['tab\there', /U\+0009 at character 4\n$/],
+        ['del\u007f', /U\+007F at character 4\n$/],
+        ['c1\u009b2J', /U\+009B at character 3\n$/],
+        ['👩‍💻\u202eevil', /U\+202E at character 4\n$/],
+        ['iso\u2066late', /U\+2066 at character 4\n$/],
+        ['zero\u200bwidth', /U\+200B at character 5\n$/],
+        ['line\u2028sep', /U\+2028 at character 5\n$/],
+      ];
+      await Promise.all(
+        refusals.map(async ([label, position]) => {
+          const stderr = await misused(['keys', 'create', '--plan', 'free', '--label', label], env, position);
+          assert.match(stderr, /^petstore: --label must be printable text, without control or format characters \(line breaks, tabs, /);
+          assert.doesNotMatch(stderr, RAW_UNSAFE, 'the refusal does not echo the character');
+        }),
+      );
+      assert.equal((await listJson(env)).length, 0, 'no refused label was stored');
+
+      // Joiners are part of ordinary text (emoji, Persian, Indic scripts): kept and shown as they are.
+      const emoji = await keysCreateJson(env, '--plan', 'free', '--label', 'team 👩‍💻 Ünïcode');
+      assert.equal(emoji.label, 'team 👩‍💻 Ünïcode');
+      assert.match((await ok(['keys', 'list', '--wide'], env)).stdout, / {2}team 👩‍💻 Ünïcode$/m);
+    });
+  });
+
+  test('a refusal that quotes an argument escapes it: a key ID cannot clear the screen', async () => {
+    await inSandbox(async (box) => {
+      const stderr = await fails(
+        ['keys', 'revoke', 'key_\u001b[2J\u202e'],
+        box.env(),
+        /^petstore: no active key with ID key_\\u001b\[2J\\u202e\n$/,
+      );
+      assert.doesNotMatch(stderr, RAW_UNSAFE);
     });
   });
 });

@@ -70,7 +70,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       plan: { type: 'string', value: 'PLAN', help: PLAN_HELP },
       rpm: RPM,
       rpd: RPD,
-      label: { type: 'string', value: 'TEXT', help: 'A note for operators (who the key is for), up to 200 characters' },
+      label: { type: 'string', value: 'TEXT', help: 'A note for operators (who the key is for): up to 200 characters of printable text' },
       json: JSON_KEY,
     },
     notes: CONFIGURATION + ' The key belongs to the environment PETSTORE_ENV names.',

@@ -4,6 +4,7 @@ import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
 import type { Store } from '../storage/store.ts';
 import { StateError, UsageError } from './errors.ts';
+import { firstUnsafe, printable } from './printable.ts';
 
 export { StateError, UsageError } from './errors.ts';
 
@@ -43,13 +44,25 @@ export function limitsFor(options: CreateKeyOptions): PlanLimits {
   return limits;
 }
 
+/** A label is printable text of at most 200 characters: a UsageError naming the first character that is not. */
+export function checkLabel(label: string | undefined): void {
+  if (label === undefined) return;
+  if (label.length > 200) throw new UsageError('--label is limited to 200 characters');
+  const unsafe = firstUnsafe(label);
+  if (unsafe)
+    throw new UsageError(
+      `--label must be printable text, without control or format characters (line breaks, tabs, escape sequences, ` +
+        `bidi overrides, zero-width spaces): ${unsafe.codePoint} at character ${unsafe.position}`,
+    );
+}
+
 export async function createKey(
   store: Store,
   environment: Environment,
   options: CreateKeyOptions,
 ): Promise<{ key: string; record: ApiKey }> {
   const limits = limitsFor(options);
-  if (options.label !== undefined && options.label.length > 200) throw new UsageError('--label is limited to 200 characters');
+  checkLabel(options.label);
   const issued = issueKey(environment);
   const record = await store.createKey({
     id: issued.id,
@@ -210,9 +223,11 @@ function count(n: number): string {
   return String(n);
 }
 
+/** Every cell escaped (a row written straight into the database may hold anything), then aligned. */
 function layout(header: string[], lines: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  return [header, ...lines]
+  const cells = lines.map((l) => l.map(printable));
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((l) => l[i]!.length)));
+  return [header, ...cells]
     .map((l) =>
       l
         .map((c, i) => c.padEnd(widths[i]!))
@@ -222,10 +237,27 @@ function layout(header: string[], lines: string[][]): string {
     .join('\n');
 }
 
+/** An escape that printable() writes, or any one character: what a label is cut between. */
+const LABEL_UNITS = /\\u\{[0-9a-f]+\}|\\u[0-9a-f]{4}|\\[nrt]|[\s\S]/gu;
+
+const columns = (text: string) => [...text].length;
+
+/** An escaped label cut to `room` columns with `…`, never inside an escape such as \u202e. */
+function cut(label: string, room: number): string {
+  if (columns(label) <= room) return label;
+  let kept = '';
+  for (const unit of label.match(LABEL_UNITS) ?? []) {
+    if (columns(kept) + columns(unit) > room - 1) break;
+    kept += unit;
+  }
+  return kept + '…';
+}
+
 /**
  * `keys list` as a table. By default it fits TABLE_WIDTH columns: the ID, the key's prefix (which
  * names its environment: pet_live_ production, pet_test_ staging), plan, limits, state and as much of
- * the label as fits. `wide` shows every column in full, timestamps included.
+ * the label as fits. `wide` shows every column in full, timestamps included. Control and format
+ * characters are escaped in every column (printable.ts), so no label can clear the screen or forge a row.
  */
 export function formatKeyTable(rows: ListedKey[], nowMs: number, options: { wide?: boolean } = {}): string {
   if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';
@@ -246,13 +278,14 @@ export function formatKeyTable(rows: ListedKey[], nowMs: number, options: { wide
     return layout(header, lines);
   }
   const header = ['ID', 'PREFIX', 'PLAN', 'LIMITS', 'STATE', 'LABEL'];
-  const lines = rows.map((r) => [r.id, r.prefix + '…', r.plan, `${count(r.rpm)}/min ${count(r.rpd)}/day`, shortStateOf(r, nowMs)]);
-  // The label takes what the other columns leave; a longer one is cut, and line breaks become spaces.
+  const lines = rows.map((r) =>
+    [r.id, r.prefix + '…', r.plan, `${count(r.rpm)}/min ${count(r.rpd)}/day`, shortStateOf(r, nowMs)].map(printable),
+  );
+  // The label takes what the other columns leave; a longer one is cut.
   const used = header.slice(0, -1).reduce((sum, h, i) => sum + Math.max(h.length, ...lines.map((l) => l[i]!.length)) + 2, 0);
   const room = Math.max(TABLE_WIDTH - used, 'LABEL'.length);
-  const labelled = rows.map((r, i) => {
-    const label = [...(r.label ?? '').replace(/\s+/g, ' ')];
-    return [...lines[i]!, label.length > room ? label.slice(0, room - 1).join('') + '…' : label.join('')];
-  });
-  return layout(header, labelled);
+  return layout(
+    header,
+    rows.map((r, i) => [...lines[i]!, cut(printable(r.label ?? ''), room)]),
+  );
 }

@@ -34,6 +34,7 @@ import type { Store } from '../storage/store.ts';
 import { packageVersion } from '../version.ts';
 import { COMMANDS, commandHelp, GROUPS, groupHelp, mainHelp, type CommandSpec } from './commands.ts';
 import { StateError, UsageError } from './errors.ts';
+import { jsonLine, printable } from './printable.ts';
 
 type Values = Readonly<Record<string, string | boolean | undefined>>;
 
@@ -167,6 +168,9 @@ async function withStore<T>(config: Config, work: (store: Store) => Promise<T>):
   }
 }
 
+/** A line of prose: the IDs in it come from storage or the command line, so it is escaped (printable.ts). */
+const say = (line: string) => console.log(printable(line));
+
 const text = (value: string | boolean | undefined) => (typeof value === 'string' ? value : undefined);
 
 async function serve({ values }: Parsed): Promise<void> {
@@ -190,6 +194,7 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
   if (action === 'list' && json && values.wide)
     throw new UsageError('keys list takes --wide or --json, not both; see petstore keys list --help');
   if (action === 'create' || action === 'plan') k.limitsFor(options);
+  if (action === 'create') k.checkLabel(options.label);
   if (action === 'rotate' && values.grace !== undefined) k.parseDuration('--grace', text(values.grace) ?? '');
   const config = await readConfig();
   switch (action) {
@@ -197,9 +202,9 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       const { key, record } = await withStore(config, (store) => k.createKey(store, config.environment, options));
       const out = k.describeKey(record, undefined);
       if (json) {
-        console.log(JSON.stringify({ ...out, key }));
+        console.log(jsonLine({ ...out, key }));
       } else {
-        console.log(`Created ${out.id}: plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day), ${out.environment} environment.`);
+        say(`Created ${out.id}: plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day), ${out.environment} environment.`);
         console.log('This is the only time the key is shown; store it now:');
         console.log(key);
       }
@@ -210,12 +215,12 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       const { key, retired, bannedUntilMs } = rotated;
       const out = k.describeKey(rotated.record, bannedUntilMs);
       if (json) {
-        console.log(JSON.stringify({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
+        console.log(jsonLine({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
       } else {
-        console.log(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
+        say(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
         console.log(`Both count against the same minute and day limits and share bans.`);
         if (out.bannedUntil)
-          console.log(`${retired.id} is banned until ${out.bannedUntil}, so ${out.id} is too; petstore keys unban lifts it for both.`);
+          say(`${retired.id} is banned until ${out.bannedUntil}, so ${out.id} is too; petstore keys unban lifts it for both.`);
         console.log('This is the only time the key is shown; store it now:');
         console.log(key);
       }
@@ -229,31 +234,29 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
           : k.setExpiry(store, id, text(values.at), values.never === true, { nowMs: Date.now(), force: values.force === true }),
       );
       const out = k.describeKey(record, undefined);
-      if (json) console.log(JSON.stringify(out));
+      if (json) console.log(jsonLine(out));
       else if (action === 'plan')
-        console.log(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
-      else console.log(out.expiresAt ? `${id} expires at ${out.expiresAt}.` : `${id} no longer expires.`);
+        say(`${id} is now on plan ${out.plan} (${out.rpm}/minute, ${out.rpd}/day); running servers see it within 5 seconds.`);
+      else say(out.expiresAt ? `${id} expires at ${out.expiresAt}.` : `${id} no longer expires.`);
       return;
     }
     case 'list': {
       const rows = await withStore(config, (store) => k.listKeys(store, Date.now()));
-      console.log(json ? JSON.stringify(rows) : k.formatKeyTable(rows, Date.now(), { wide: values.wide === true }));
+      console.log(json ? jsonLine(rows) : k.formatKeyTable(rows, Date.now(), { wide: values.wide === true }));
       return;
     }
     case 'revoke': {
       if (!(await withStore(config, (store) => store.revokeKey(id)))) throw new StateError(`no active key with ID ${id}`);
-      console.log(json ? JSON.stringify({ id, action }) : `Revoked ${id}; running servers see it within 5 seconds.`);
+      if (json) console.log(jsonLine({ id, action }));
+      else say(`Revoked ${id}; running servers see it within 5 seconds.`);
       return;
     }
     case 'unban': {
       const sharing = (await withStore(config, (store) => k.unbanKey(store, id, Date.now()))).map((other) => other.id);
       const also =
         sharing.length === 0 ? '' : ` and on ${sharing.join(', ')}, which share${sharing.length === 1 ? 's' : ''} its limits by rotation`;
-      console.log(
-        json
-          ? JSON.stringify({ id, action, keys: [id, ...sharing] })
-          : `Lifted the ban on ${id}${also}; running servers see it within 5 seconds.`,
-      );
+      if (json) console.log(jsonLine({ id, action, keys: [id, ...sharing] }));
+      else say(`Lifted the ban on ${id}${also}; running servers see it within 5 seconds.`);
       return;
     }
   }
@@ -282,7 +285,8 @@ async function main(argv: string[]): Promise<void> {
 
 /** 0 done, 1 refused or failed at run time (configuration, storage, state), 2 a wrong command line. */
 main(process.argv.slice(2)).catch((err: unknown) => {
-  const message = err instanceof Error ? err.message : String(err);
+  // A message may quote an argument or a stored value: escaped like every other line (printable.ts).
+  const message = printable(err instanceof Error ? err.message : String(err));
   if (err instanceof UsageError) {
     console.error(`petstore: ${message}`);
     process.exit(2);
