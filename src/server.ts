@@ -1,7 +1,7 @@
 /**
  * Runs the service: opens storage and the limiter a Config names, builds the app, listens, and on
  * SIGTERM or SIGINT shuts down gracefully (see shutdown.ts): drains for SHUTDOWN_DRAIN_MS, stops
- * accepting, lets in-flight requests finish, closes storage and the limiter, and exits 0 within
+ * accepting, lets the connections still open end, closes storage and the limiter, and exits 0 within
  * SHUTDOWN_TIMEOUT_MS.
  */
 import { readFileSync } from 'node:fs';
@@ -184,7 +184,8 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
       process.exit(1);
     }, config.shutdownTimeoutMs);
     hardExit.unref();
-    shutDownGracefully(app, { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs }, signalledAt).then(
+    const timings = { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' };
+    shutDownGracefully(app, timings, signalledAt).then(
       async () => {
         // The spans still queued leave last, within what is left of the bound.
         await tracing?.shutdown(Math.max(0, signalledAt + config.shutdownTimeoutMs - TRACING_FLUSH_RESERVE_MS - Date.now()));

@@ -1,26 +1,33 @@
 /**
  * Graceful shutdown of a listening app, bounded by SHUTDOWN_TIMEOUT_MS from the signal:
- *  1. Drain (SHUTDOWN_DRAIN_MS) while still listening: /readyz answers 503 and every answer ends its
- *     connection (`Connection: close`), so clients reconnect elsewhere instead of reusing a
- *     connection that is about to close (see http/draining.ts).
- *  2. Stop listening. Requests already received are served to the end; idle connections are closed.
- *  3. Connections still open CLOSE_RESERVE_MS before the bound are destroyed, so storage (which
- *     flushes queued creates) and the limiter close and the process exits 0 on time.
- *
- * Step 3 exists because Node stops enforcing the headers and request timeouts once the listener
- * closes: a client still trickling its request, or one that never reads its answer, would otherwise
- * hold the process until it is killed. What it cuts is a request the server never fully received, or
- * an answer already written, so nothing acknowledged is lost.
+ *  1. Drain (SHUTDOWN_DRAIN_MS) while still listening: /readyz answers 503. Without a proxy every
+ *     answer ends its connection; behind one (TRUST_PROXY) connections stay alive (http/draining.ts).
+ *  2. Stop listening: a new connection is refused, which a proxy retries on another instance even
+ *     for a POST, since it sent nothing. Connections already open are kept, and every answer on them
+ *     ends its connection. Behind a proxy an idle one is left for the proxy to close (at its own
+ *     keep-alive timeout): the server closing it could cross a request the proxy is sending over it,
+ *     which the proxy sees reset and cannot retry (a 502 for a POST).
+ *  3. Once every connection has ended, storage (which flushes queued creates) and the limiter close.
+ *     Connections still open CLOSE_RESERVE_MS before the bound are destroyed, so they close on time
+ *     and the process exits 0: what that cuts was never fully received, or was already answered, or
+ *     is a connection its client kept idle for the whole shutdown.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 
 export interface ShutdownTimings {
-  /** How long to keep listening with every answer closing its connection. */
+  /** How long to keep listening after the signal, with /readyz reporting not ready. */
   drainMs: number;
   /** The whole shutdown, from the signal to closed storage. */
   timeoutMs: number;
+  /**
+   * Whether the clients are proxies (TRUST_PROXY is set): their idle connections are left for them to
+   * close. Without one, idle connections close with the listener, as a client may keep one idle for
+   * a minute and hold the shutdown to its bound.
+   */
+  proxied: boolean;
 }
 
 /** Kept at the end of the shutdown for storage and the limiter to close after connections are cut. */
@@ -28,28 +35,35 @@ export const CLOSE_RESERVE_MS = 1000;
 
 export async function shutDownGracefully(app: FastifyInstance, timings: ShutdownTimings, signalledAt = Date.now()): Promise<void> {
   app.startDraining();
-  // Draining marks answers in an onSend hook; answers written before any hook runs (framework errors
-  // such as a malformed path) would keep their connection alive. Node's own flag, set before the
-  // router sees the request, ends the connection after every answer whatever writes it.
-  app.server.prependListener('request', endConnectionAfterAnswer);
+  // Direct clients move to new connections while the listener still takes them. A proxy would then
+  // open one per request, and one still queued when the listener closes is reset after it was sent.
+  if (!timings.proxied) app.closeConnectionsAfterAnswers();
   await sleep(timings.drainMs);
   const cutOffInMs = Math.max(0, signalledAt + timings.timeoutMs - CLOSE_RESERVE_MS - Date.now());
   const cutOff = setTimeout(() => cutRemainingConnections(app), cutOffInMs);
   try {
+    app.closeConnectionsAfterAnswers();
+    const stopped = stopListening(app.server);
+    if (!timings.proxied) app.server.closeIdleConnections();
+    await stopped;
     await app.close();
   } finally {
     clearTimeout(cutOff);
   }
 }
 
-function endConnectionAfterAnswer(_request: IncomingMessage, response: ServerResponse): void {
-  response.shouldKeepAlive = false;
+/**
+ * Closes the listener alone, resolving once every connection has ended. The HTTP server's own close()
+ * would also close its idle connections at once (and stop enforcing its request timeouts).
+ */
+function stopListening(server: Server): Promise<void> {
+  return new Promise((resolve) => net.Server.prototype.close.call(server, () => resolve()));
 }
 
 function cutRemainingConnections(app: FastifyInstance): void {
   // getConnections reads the count at once and reports it on the next tick, before the cut lands.
   app.server.getConnections((_err, count) => {
-    app.log.warn({ connections: count }, 'shutdown: closing connections whose requests did not finish in time');
+    app.log.warn({ connections: count }, 'shutdown: closing connections that did not end in time');
   });
   app.server.closeAllConnections();
 }

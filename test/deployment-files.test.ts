@@ -74,7 +74,7 @@ test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstrea
   assert.match(dockerfile, new RegExp(`HEALTHCHECK[\\s\\S]*127\\.0\\.0\\.1:\\$\\{process\\.env\\.PORT \\|\\| ${exposed}\\}/healthz`));
   for (const [name, service] of apiServices) {
     assert.equal(service.environment!.PORT, exposed, name);
-    assert.match(nginx, new RegExp(`server ${name}:${exposed};`), `nginx upstream for ${name}`);
+    assert.match(nginx, new RegExp(`server ${name}:${exposed}[ ;]`), `nginx upstream for ${name}`);
   }
   const published = compose.services.proxy!.ports![0]!;
   const listen = /listen (\d+);/.exec(nginx)![1]!;

@@ -8,33 +8,16 @@
  * Skipped, loudly, where nginx is not installed; under CI=true that is a failure.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort, startServerProcess, type ServerProcess } from './support/processes.ts';
+import { NGINX, startNginx, type RunningNginx } from './support/nginx.ts';
+import { startServerProcess, type ServerProcess } from './support/processes.ts';
 import { request } from './support/raw-http.ts';
 import { tempDir } from './support/temp.ts';
 
-const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
 const ANONYMOUS_LIMIT = 5;
-
-/** deploy/nginx.conf with the upstream and listen addresses of this test, and nginx's own files in dir. */
-function nginxConfig(dir: string, listenPort: number, upstreamPort: number): string {
-  const shipped = readFileSync(new URL('../deploy/nginx.conf', import.meta.url), 'utf8');
-  const upstream = /upstream petstore \{[^}]*\}/.exec(shipped)?.[0];
-  assert.ok(upstream, 'deploy/nginx.conf has the petstore upstream');
-  assert.match(shipped, /listen 8080;/);
-  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `  ${name}_temp_path ${join(dir, name)};`).join('\n');
-  return [
-    `daemon off;\npid ${join(dir, 'nginx.pid')};\nerror_log ${join(dir, 'error.log')} warn;`,
-    shipped
-      .replace(upstream, upstream.replace(/(\s*server [^;]+;)+/, `\n    server 127.0.0.1:${upstreamPort};`))
-      .replace('listen 8080;', `listen 127.0.0.1:${listenPort};`)
-      .replace(/http \{/, `http {\n  access_log off;\n${temp}`),
-  ].join('\n');
-}
 
 /** One request to nginx from the given local address, on its own connection. */
 const from = (localAddress: string, port: number, path: string, headers: Record<string, string> = {}) =>
@@ -49,37 +32,24 @@ async function awayFromMinuteBoundary(): Promise<void> {
 describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX ? false : 'nginx is not installed' }, () => {
   let dir: string;
   let service: ServerProcess;
-  let nginx: ChildProcess;
+  let nginx: RunningNginx;
   let port: number;
 
   before(async () => {
     dir = tempDir();
-    for (const name of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, name));
     service = await startServerProcess({
       DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`,
       TRUST_PROXY: '1',
       LOG_LEVEL: 'info',
       ANONYMOUS_RATE_LIMIT_PER_MINUTE: String(ANONYMOUS_LIMIT),
     });
-    port = await freePort();
-    writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, Number(new URL(service.url).port)));
-    nginx = spawn(NGINX!, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let errors = '';
-    nginx.stderr!.on('data', (c) => (errors += c));
-    for (let i = 0; ; i++) {
-      try {
-        if ((await from('127.0.0.1', port, '/healthz')).status === 200) break;
-      } catch {
-        // nginx not listening yet
-      }
-      if (i > 100 || nginx.exitCode !== null) throw new Error(`nginx did not start: ${errors}`);
-      await sleep(50);
-    }
+    nginx = await startNginx(dir, [Number(new URL(service.url).port)]);
+    port = nginx.port;
     await awayFromMinuteBoundary();
   });
 
   after(async () => {
-    nginx?.kill('SIGTERM');
+    await nginx?.stop();
     service?.child.kill('SIGTERM');
     await service?.exited;
     if (dir) rmSync(dir, { recursive: true, force: true });

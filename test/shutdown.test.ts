@@ -5,12 +5,14 @@
  * listener closes completes with 201, the process exits 0 in time, and every 201 is in the database
  * when a new process reads it. Run on SQLite (creates are group-committed, so close must flush them)
  * and, when the test URLs are set, on PostgreSQL with Redis. Also: a client that never finishes its
- * request cannot hold the shutdown past SHUTDOWN_TIMEOUT_MS, and idle connections, including ones
- * whose last answer skipped the hooks, are closed at once rather than at their keep-alive timeout.
+ * request cannot hold the shutdown past SHUTDOWN_TIMEOUT_MS, and kept-alive connections are left to
+ * their clients (as a proxy's pool holds them): a request sent over one after the listener closed is
+ * answered and ends it, even an answer that skips the hooks, and the process exits once they are closed.
  */
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,6 +21,7 @@ import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL, requirePo
 import { exitWithin, startServerProcess, unlimitedKey, type ServerProcess } from './support/processes.ts';
 import { nextAnswer, openSocket, request, untilClosed } from './support/raw-http.ts';
 import { tempDir } from './support/temp.ts';
+import { eventually } from './support/waiting.ts';
 
 const CLIENTS = 32;
 const DRAIN_MS = 500;
@@ -238,46 +241,88 @@ test('a client that never finishes its request is cut at SHUTDOWN_TIMEOUT_MS les
     // Cut at 2 s, not before: the request had the shutdown's time to finish.
     assert.ok(closedAt - signalledAt >= 1800, `cut ${closedAt - signalledAt} ms after the signal`);
     assert.ok(Date.now() - signalledAt < 8000);
-    assert.match(server.output(), /"connections":1,"msg":"shutdown: closing connections whose requests did not finish in time"/);
+    assert.match(server.output(), /"connections":1,"msg":"shutdown: closing connections that did not end in time"/);
   } finally {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
     await deployment.cleanup();
   }
 });
 
-test('idle connections are closed when the listener closes, even one whose last answer skipped the hooks', async () => {
+test('behind a proxy, kept-alive connections are left to it: alive through the drain, each next answer after the listener closed ends its connection, even one the framework writes; exit once they are closed', async () => {
+  const deployment = await sqliteDeployment();
+  const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '500', SHUTDOWN_TIMEOUT_MS: '20000', TRUST_PROXY: '1' };
+  // Asked on a connection of its own, which fetch's pool would otherwise keep open.
+  const server = await startServerProcess(env, { isReady: async (url) => (await request(`${url}/healthz`)).status === 200 });
+  try {
+    // Three connections kept alive since before the signal, as a proxy's pool holds them.
+    const [asks, malformed, leaves] = await Promise.all([0, 1, 2].map(() => openSocket(server.url)));
+    const ask = async (socket: Socket, path: string) => {
+      const answer = nextAnswer(socket);
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      return answer;
+    };
+    for (const socket of [asks!, malformed!, leaves!]) assert.equal((await ask(socket, '/healthz')).headers.connection, 'keep-alive');
+    const ends = [asks!, malformed!, leaves!].map((socket) => untilClosed(socket));
+    let closedByServer = false;
+    void Promise.race(ends.slice(0, 2)).then(() => (closedByServer = true));
+
+    const signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+    await sleep(150);
+    const duringDrain = await ask(asks!, '/readyz');
+    assert.deepEqual([duringDrain.status, duringDrain.headers.connection], [503, 'keep-alive'], 'the drain keeps connections alive');
+    // The listener closes when the drain ends: a new connection is refused, the old ones stay.
+    await eventually(
+      () =>
+        openSocket(server.url).then(
+          (s) => (s.destroy(), false),
+          () => true,
+        ),
+      5000,
+      50,
+    );
+    assert.ok(Date.now() - signalledAt >= 450, 'not before the drain ended');
+    await sleep(300);
+    assert.equal(closedByServer, false, 'the server closes no idle connection itself');
+
+    const served = await ask(asks!, '/healthz');
+    assert.deepEqual([served.status, served.headers.connection], [200, 'close']);
+    // A malformed path is answered by the framework before any hook runs; it still ends the connection.
+    const refused = await ask(malformed!, '/v1/pets/%zz');
+    assert.deepEqual([refused.status, refused.headers.connection], [400, 'close']);
+    leaves!.end();
+    const closed = await Promise.all(ends);
+
+    const { code } = await awaitExit(server, 15_000);
+    assert.equal(code, 0, server.output());
+    // Once the clients closed their connections, far sooner than the 19 s cut-off.
+    assert.ok(Date.now() - Math.max(...closed.map((c) => c.closedAt)) < 3000, `exit ${Date.now() - signalledAt} ms after the signal`);
+    assert.doesNotMatch(server.output(), /did not end in time/);
+  } finally {
+    if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    await deployment.cleanup();
+  }
+});
+
+test('without a proxy, idle connections are closed when the listener closes, not at their keep-alive timeout', async () => {
   const deployment = await sqliteDeployment();
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '500', SHUTDOWN_TIMEOUT_MS: '20000' };
   const server = await startServerProcess(env);
   try {
-    // Kept alive and idle since before the signal.
     const idle = await openSocket(server.url);
     const idleAnswer = nextAnswer(idle);
     idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal((await idleAnswer).headers.connection, 'keep-alive');
     const idleEnd = untilClosed(idle);
-
     const signalledAt = Date.now();
     server.child.kill('SIGTERM');
-    await sleep(150);
-    // A malformed path is answered by the framework before any hook runs; during the drain its
-    // answer must still end the connection.
-    const malformed = await openSocket(server.url);
-    const malformedAnswer = nextAnswer(malformed);
-    malformed.write('GET /v1/pets/%zz HTTP/1.1\r\nHost: x\r\n\r\n');
-    const answer = await malformedAnswer;
-    assert.equal(answer.status, 400);
-    assert.equal(answer.headers.connection, 'close');
-    const malformedEnd = untilClosed(malformed);
-
     const { code } = await awaitExit(server, 15_000);
     assert.equal(code, 0, server.output());
     // Far sooner than the 72 s keep-alive timeout or the 19 s cut-off.
     assert.ok(Date.now() - signalledAt < 6000, `exit ${Date.now() - signalledAt} ms after the signal`);
-    const [idleClosed, malformedClosed] = await Promise.all([idleEnd, malformedEnd]);
+    const idleClosed = await idleEnd;
     assert.equal(idleClosed.text, '', 'the idle connection was closed without an answer to anything');
     assert.ok(idleClosed.closedAt - signalledAt >= 450, 'not before the drain ended');
-    assert.ok(malformedClosed.closedAt - signalledAt < 6000);
   } finally {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
     await deployment.cleanup();

@@ -1,11 +1,13 @@
 /**
- * Draining before shutdown. On SIGTERM the server first drains for a moment while still listening:
- * /readyz answers 503 so a load balancer stops sending new traffic, and every response carries
- * `Connection: close` so each client's kept-alive connection ends after the answer it is waiting
- * for. Only then does the listener close, with every in-flight request finishing. Closing idle
- * connections at once instead would race with requests already on their way over them, and those
- * clients would see a reset for a request the server never read.
+ * Draining before shutdown, in two steps that shutdown.ts takes. startDraining: /readyz answers 503
+ * so a load balancer that polls it stops sending. closeConnectionsAfterAnswers: every answer from
+ * then on carries `Connection: close`, so each connection still open ends after its next answer and
+ * its client reconnects elsewhere. Behind a proxy the second step waits for the listener to close:
+ * answers closing their connections would make the proxy open a new one for each request, and a
+ * connection still waiting to be accepted when the listener closes is reset after the proxy sent
+ * its request over it (a 502 for a POST, which it cannot retry).
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -13,25 +15,40 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** True once shutdown has begun. */
     readonly draining: boolean;
-    /** Begins draining: responses close their connections, /readyz reports not ready. */
+    /** Begins draining: /readyz reports not ready. */
     startDraining(): void;
+    /** From now on every answer ends its connection. */
+    closeConnectionsAfterAnswers(): void;
   }
 }
 
 export const draining = fp(
   async (app: FastifyInstance) => {
     let isDraining = false;
+    let closingConnections = false;
     app.decorate('draining', {
       getter: () => isDraining,
     });
     app.decorate('startDraining', () => {
       isDraining = true;
     });
-    // Synchronous: an async hook would defer every answer to a later tick, draining or not.
+    app.decorate('closeConnectionsAfterAnswers', () => {
+      if (closingConnections) return;
+      closingConnections = true;
+      // Node's own flag, set before the router sees a request, ends the connection after an answer
+      // written before any hook runs (framework errors such as a malformed path).
+      app.server.prependListener('request', endConnectionAfterAnswer);
+    });
+    // For requests already under way when the step begins. Synchronous: an async hook would defer
+    // every answer to a later tick, draining or not.
     app.addHook('onSend', (_request, reply, payload, done) => {
-      if (isDraining) reply.header('Connection', 'close');
+      if (closingConnections) reply.header('Connection', 'close');
       done(null, payload);
     });
   },
   { name: 'draining' },
 );
+
+function endConnectionAfterAnswer(_request: IncomingMessage, response: ServerResponse): void {
+  response.shouldKeepAlive = false;
+}
