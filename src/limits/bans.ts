@@ -16,7 +16,8 @@
  * A key here is its subject (ApiKey.subjectId): a rotated key shares the bans of the key it replaced.
  * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
  * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
- * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL.
+ * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL, shared by every
+ * request that waits for it.
  */
 import type { BanStore } from '../storage/store.ts';
 import { MINUTE_MS } from '../domain/durations.ts';
@@ -36,6 +37,8 @@ export interface BanPolicy {
 export class KeyBans {
   /** Each key's ban end (0: none) as last read from the store. */
   readonly #cache: TtlCache<string, number>;
+  /** The store read on its way for each key. */
+  readonly #reading = new Map<string, Promise<number>>();
   readonly #store: BanStore;
   readonly #limiter: RateLimiter;
   readonly #policy: BanPolicy;
@@ -49,12 +52,24 @@ export class KeyBans {
 
   /** The end of the key's ban, or undefined when it is not banned. */
   async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
-    let bannedUntilMs = this.knownBanEnd(keyId, nowMs);
-    if (bannedUntilMs === undefined) {
-      bannedUntilMs = (await this.#store.banEndOf(keyId, nowMs)) ?? 0;
-      this.#cache.set(keyId, bannedUntilMs, nowMs);
-    }
+    const bannedUntilMs = this.knownBanEnd(keyId, nowMs) ?? (await this.#read(keyId, nowMs));
     return bannedUntilMs > nowMs ? bannedUntilMs : undefined;
+  }
+
+  /** The key's ban end (0: none) from the store, one read however many requests ask for it at once. */
+  #read(keyId: string, nowMs: number): Promise<number> {
+    let reading = this.#reading.get(keyId);
+    if (reading === undefined) {
+      reading = this.#store
+        .banEndOf(keyId, nowMs)
+        .then((end) => {
+          this.#cache.set(keyId, end ?? 0, nowMs);
+          return end ?? 0;
+        })
+        .finally(() => this.#reading.delete(keyId));
+      this.#reading.set(keyId, reading);
+    }
+    return reading;
   }
 
   /**
