@@ -1,5 +1,6 @@
-// Mutation testing of the rate limiter, the bans, the TTL cache behind the key and ban caches and the
-// idempotent creates: `npm run mutate`, run by hand (CI does not). See docs/development.md.
+// Mutation testing of the rate limiter, the bans, the TTL cache behind the key and ban caches, the
+// idempotent creates and the JSON body parser: `npm run mutate`, run by hand (CI does not).
+// See docs/development.md.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,9 @@ const testFiles = [
   'test/http-key-lifecycle.test.ts',
   'test/http-auth.test.ts',
   'test/http-operations.test.ts',
+  // The bad-body table: what each malformed, duplicated or oversized JSON body is refused with
+  // (json-body.ts; domain.test.ts holds its number scanner's unit tests).
+  'test/http-errors.test.ts',
 ];
 // The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
 // Redis of their own that they stall and restart).
@@ -29,7 +33,7 @@ if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out-quota-bl
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
-  mutate: ['src/limits/*.ts', 'src/domain/ttl-cache.ts', 'src/services/idempotent-creates.ts'],
+  mutate: ['src/limits/*.ts', 'src/domain/ttl-cache.ts', 'src/services/idempotent-creates.ts', 'src/http/json-body.ts'],
   // Each test file runs as `node --test-reporter=tap FILE` (Node strips the types; there is no build),
   // and counts as one test: a mutant runs only the files that reached it.
   testRunner: 'tap',

@@ -305,6 +305,13 @@ describe('exactInteger', () => {
     ['9223372036854775807.0', 9223372036854775807n],
     ['922337203685477580.7e1', 9223372036854775807n],
     ['-9223372036854775808', -9223372036854775808n],
+    // Every digit dropped by the exponent is a zero, the sign with them.
+    ['0e-1', 0n],
+    ['-0e-1', 0n],
+    ['-0.0e-5', 0n],
+    // Forty digits by an exponent, and any number of digits written out, are kept exactly.
+    ['1e39', 10n ** 39n],
+    ['1' + '0'.repeat(41), 10n ** 41n],
   ];
   for (const [literal, expected] of cases) {
     test(`${literal} is ${expected === undefined ? 'not an integer' : `exactly ${expected}`}`, () => {
@@ -319,6 +326,13 @@ describe('exactInteger', () => {
     assert.ok(huge !== undefined && huge > 2n ** 63n);
     const negative = exactInteger('-1e400');
     assert.ok(negative !== undefined && negative < -(2n ** 63n));
+  });
+
+  test('more than 40 digits made by an exponent are taken as 10^40, with the sign: far outside int64 either way', () => {
+    assert.equal(exactInteger('1' + '0'.repeat(40) + 'e1'), 10n ** 40n);
+    assert.equal(exactInteger('5e40'), 10n ** 40n);
+    assert.equal(exactInteger('-12.5e40'), -(10n ** 40n));
+    assert.equal(exactInteger('-1e400'), -(10n ** 40n));
   });
 
   test('values just past int64 stay past int64', () => {

@@ -142,6 +142,9 @@ function decodeUtf8(body: Buffer): string {
 }
 
 export function parseJsonBody(request: FastifyRequest, text: string): unknown {
+  // RFC 8259 forbids sending one; JSON.parse would refuse it as an unexpected token that shows as nothing.
+  if (text.startsWith('\ufeff'))
+    throw new ApiError('invalid_request', 'Request body starts with a byte order mark (U+FEFF); send the JSON text without it');
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
