@@ -843,6 +843,27 @@ describe('labels on a terminal', () => {
     });
   });
 
+  test('an ID written straight into the database is escaped in the table and in the lines that name it', async () => {
+    await inSandbox(async (box) => {
+      const key = await keysCreateJson(box.env(), '--plan', 'free');
+      const id = 'key_\u001b[2J\u202e';
+      const db = new DatabaseSync(box.dbPath);
+      try {
+        db.prepare('UPDATE api_keys SET id = ?, subject_id = ? WHERE id = ?').run(id, id, key.id);
+      } finally {
+        db.close();
+      }
+      const table = (await ok(['keys', 'list'], box.env())).stdout;
+      assert.doesNotMatch(table, RAW_UNSAFE);
+      assert.match(table, /^key_\\u001b\[2J\\u202e {2}pet_live_/m);
+      const expired = await ok(['keys', 'expire', id, '--never'], box.env());
+      assert.equal(expired.stdout, 'key_\\u001b[2J\\u202e no longer expires.\n');
+      const planned = await ok(['keys', 'plan', id, '--plan', 'pro'], box.env());
+      assert.match(planned.stdout, /^key_\\u001b\[2J\\u202e is now on plan pro /);
+      assert.doesNotMatch(planned.stdout, RAW_UNSAFE);
+    });
+  });
+
   test('a refusal that quotes an argument escapes it: a key ID cannot clear the screen', async () => {
     await inSandbox(async (box) => {
       const stderr = await fails(
