@@ -190,6 +190,15 @@ export const VARIABLES = [
     app: false,
   }),
   variable({
+    env: 'SQLITE_LOCK_WAIT_MS',
+    field: 'sqliteLockWaitMs',
+    schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
+    default: 2000,
+    description:
+      'How long a SQLite write waits, off the event loop, for a write lock another process holds before it is answered 503 with Retry-After.',
+    app: false,
+  }),
+  variable({
     env: 'KEY_CACHE_TTL_MS',
     field: 'keyCacheTtlMs',
     schema: Schema.Integer({ minimum: 0, maximum: 5000 }),

@@ -59,6 +59,7 @@ test('an empty environment gives the defaults', () => {
     trustProxy: { kind: 'none' },
     publicBaseUrl: '/v1',
     sqliteSynchronous: 'normal',
+    sqliteLockWaitMs: 2000,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
     banThreshold: 20,

@@ -9,6 +9,8 @@ import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import { GroupCommit } from '../src/storage/sqlite/group-commit.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
+import { WriteHealth } from '../src/storage/sqlite/write-health.ts';
+import { SqliteWriter } from '../src/storage/sqlite/writer.ts';
 import { tempDir } from './support/temp.ts';
 
 test('concurrent creates commit together, each with its own id, and all are read back', async (t) => {
@@ -30,7 +32,7 @@ test('one failing insert fails only its own create', async (t) => {
   db.exec("CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL CHECK (name <> 'bad'))");
   const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id');
   insert.setReadBigInts(true);
-  const commits = new GroupCommit(db, (pet: NewPet): Pet => {
+  const commits = new GroupCommit(db, new SqliteWriter(db, 2000, new WriteHealth(undefined)), (pet: NewPet): Pet => {
     const { id } = insert.get(pet.name) as unknown as { id: bigint };
     return { id, ...pet };
   });

@@ -73,6 +73,7 @@ export const ONCE = [
   'slow-clients.test.ts',
   'startup.test.ts',
   'storage-contract.test.ts',
+  'storage-faults.test.ts',
   'suites.test.ts',
   'tls.test.ts',
   'tracing.test.ts',

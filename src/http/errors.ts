@@ -35,7 +35,9 @@ const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query',
 export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof StorageUnavailableError) {
-    return new ApiError('unavailable', 'The service is temporarily unavailable; retry shortly', { headers: { 'Retry-After': '2' } });
+    return new ApiError('unavailable', 'The service is temporarily unavailable; retry shortly', {
+      headers: { 'Retry-After': String(error.retryAfterSeconds) },
+    });
   }
   const fe = error as FastifyError & { validationContext?: string };
   if (fe.validation) {
@@ -80,8 +82,13 @@ export const errorHandling = fp(
   async (app: FastifyInstance) => {
     app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       const apiError = toApiError(error);
-      if (apiError.code === 'unavailable') request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
-      else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+      if (apiError.code === 'unavailable') {
+        // Not again per request: a cause the store logged when it began (SQLite's write faults), or a
+        // deliberate answer with no cause (a probe's).
+        const logged =
+          (error instanceof StorageUnavailableError && error.logged) || (error instanceof ApiError && error.cause === undefined);
+        if (!logged) request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
+      } else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
       return sendError(reply, apiError);
     });
     app.setNotFoundHandler((request, reply) => sendError(reply, noResourceError(request.method, request.url)));

@@ -1,11 +1,28 @@
 /**
- * The one storage failure the HTTP layer treats specially: the database cannot be reached right now
- * (connection refused or lost, a timeout, the server shutting down, SQLite busy past its timeout).
- * It becomes a 503 `unavailable` with Retry-After, not a 500.
+ * The one storage failure the HTTP layer treats specially: the database cannot be used right now
+ * (connection refused or lost, a timeout, the server shutting down; on SQLite a write lock held past
+ * SQLITE_LOCK_WAIT_MS, a full disk, read-only storage, an I/O error). It becomes a 503 `unavailable`
+ * with Retry-After, not a 500.
  */
+export interface UnavailableDetails {
+  /** What is wrong, in words for the log and for a command's message ("disk full"). */
+  reason?: string;
+  /** How long a client should wait before trying again. */
+  retryAfterSeconds?: number;
+  /** The store already logged this cause when it began (once per change of state), so a request need not. */
+  logged?: boolean;
+}
+
 export class StorageUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super('storage unavailable', { cause });
+  readonly reason: string | undefined;
+  readonly retryAfterSeconds: number;
+  readonly logged: boolean;
+
+  constructor(cause: unknown, details: UnavailableDetails = {}) {
+    super(details.reason === undefined ? 'storage unavailable' : `storage unavailable: ${details.reason}`, { cause });
+    this.reason = details.reason;
+    this.retryAfterSeconds = details.retryAfterSeconds ?? 2;
+    this.logged = details.logged ?? false;
   }
 }
 

@@ -67,10 +67,11 @@ export function withoutPassword(message: string, url: string): string {
 /**
  * The store DATABASE_URL names. `traceSqlite`, given by the server with tracing on, wraps a SQLite
  * store so its calls become spans; PostgreSQL's driver is traced by its own instrumentation. `log`
- * hears what the PostgreSQL store adapts to a transaction pooler in front of the database.
+ * hears what the PostgreSQL store adapts to a transaction pooler in front of the database, and when
+ * SQLite writes start failing and recover.
  */
 export async function openStore(
-  config: Pick<Config, 'database' | 'sqliteSynchronous'>,
+  config: Pick<Config, 'database' | 'sqliteSynchronous' | 'sqliteLockWaitMs'>,
   traceSqlite: (store: Store) => Store = (store) => store,
   log?: PostgresOptions['log'],
 ): Promise<Store> {
@@ -79,7 +80,9 @@ export async function openStore(
     prepareSqliteFolder(target.path);
     const { openSqliteStore } = await import('./sqlite/store.ts');
     try {
-      return traceSqlite(openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous }));
+      return traceSqlite(
+        openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs, log }),
+      );
     } catch (err) {
       throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
         cause: err,

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Metrics } from '../../metrics.ts';
 import type { Store } from '../../storage/store.ts';
+import { StorageUnavailableError } from '../../storage/errors.ts';
 import { ApiError } from '../api-error.ts';
 
 export interface HealthDeps {
@@ -33,13 +34,19 @@ async function probes(app: FastifyInstance, { store, metrics, metricsToken }: He
   const probe = { schema: { hide: true } };
   // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
   app.get('/healthz', probe, async () => ({ status: 'ok' }));
-  // Readiness: storage answers (migrations ran before the server started listening).
+  // Readiness: storage answers (migrations ran before the server started listening), and on SQLite
+  // takes writes again after they failed (ping tries one then; see docs/reliability.md).
   app.get('/readyz', probe, async () => {
     if (app.draining) throw new ApiError('unavailable', 'Shutting down', { headers: { 'Retry-After': '5' } });
     try {
       await store.ping();
-    } catch {
-      throw new ApiError('unavailable', 'Storage is not reachable', { headers: { 'Retry-After': '5' } });
+    } catch (err) {
+      const reason = err instanceof StorageUnavailableError ? err.reason : undefined;
+      const message = reason === undefined ? 'Storage is not reachable' : `Storage cannot take writes: ${reason}`;
+      const answer = new ApiError('unavailable', message, { headers: { 'Retry-After': '5' } });
+      // Logged with the request unless the store logged it already (once per change of state).
+      if (!(err instanceof StorageUnavailableError && err.logged)) answer.cause = err;
+      throw answer;
     }
     return { status: 'ready', storage: store.engine };
   });

@@ -1,8 +1,9 @@
 /** Key bans on SQLite, each statement prepared once. */
 import type { Ban, BanStore } from '../store.ts';
 import { exact, type Database } from './driver.ts';
+import type { SqliteWriter } from './writer.ts';
 
-export function sqliteBans(db: Database): BanStore {
+export function sqliteBans(db: Database, writer: SqliteWriter): BanStore {
   const upsertBan = exact(
     db.prepare(`INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)
       ON CONFLICT (key_id) DO UPDATE SET banned_until = excluded.banned_until, created_at = excluded.created_at`),
@@ -12,7 +13,7 @@ export function sqliteBans(db: Database): BanStore {
   const deleteBan = db.prepare('DELETE FROM bans WHERE key_id = ? RETURNING banned_until');
   return {
     async banKey(keyId: string, untilMs: number): Promise<void> {
-      upsertBan.run(keyId, untilMs, Date.now());
+      await writer.write(() => upsertBan.run(keyId, untilMs, Date.now()));
     },
 
     async banEndOf(keyId: string, nowMs: number): Promise<number | undefined> {
@@ -27,7 +28,7 @@ export function sqliteBans(db: Database): BanStore {
     },
 
     async liftBan(keyId: string, nowMs: number): Promise<boolean> {
-      const until = (deleteBan.get(keyId) as { banned_until: number } | undefined)?.banned_until;
+      const until = ((await writer.write(() => deleteBan.get(keyId))) as { banned_until: number } | undefined)?.banned_until;
       return until !== undefined && until > nowMs;
     },
   };

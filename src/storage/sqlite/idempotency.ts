@@ -4,10 +4,11 @@
  */
 import { claimOf, foundClaimOf, newClaimToken, type ClaimRow } from '../claims.ts';
 import type { IdempotencyClaim, IdempotencyStore } from '../store.ts';
-import { exact, inWriteTransaction, type Database } from './driver.ts';
+import { exact, type Database } from './driver.ts';
 import type { InsertPet } from './pets.ts';
+import type { SqliteWriter } from './writer.ts';
 
-export function sqliteIdempotency(db: Database, insertPet: InsertPet): IdempotencyStore {
+export function sqliteIdempotency(db: Database, writer: SqliteWriter, insertPet: InsertPet): IdempotencyStore {
   const deleteExpiredClaim = exact(db.prepare('DELETE FROM idempotency_keys WHERE key_id = ? AND idempotency_key = ? AND created_at <= ?'));
   const insertClaim = exact(
     db.prepare(`INSERT INTO idempotency_keys (key_id, idempotency_key, request_hash, created_at, claim_token)
@@ -31,7 +32,7 @@ export function sqliteIdempotency(db: Database, insertPet: InsertPet): Idempoten
   return {
     async claimIdempotencyKey({ keyId, idempotencyKey }, requestHash, nowMs, expiresAfterMs, staleAfterMs) {
       // Under the write lock (BEGIN IMMEDIATE): two processes cannot both claim a key.
-      return inWriteTransaction(db, (): IdempotencyClaim => {
+      return writer.write((): IdempotencyClaim => {
         deleteExpiredClaim.run(keyId, idempotencyKey, nowMs - expiresAfterMs);
         const token = newClaimToken();
         if (Number(insertClaim.run(keyId, idempotencyKey, requestHash, nowMs, token).changes) === 1) return { state: 'claimed', token };
@@ -52,7 +53,7 @@ export function sqliteIdempotency(db: Database, insertPet: InsertPet): Idempoten
      * claim over in between. Any failure rolls the whole transaction back, so nothing of it stays.
      */
     async createPetIdempotently({ keyId, idempotencyKey }, token, pet) {
-      return inWriteTransaction(db, () => {
+      return writer.write(() => {
         if (selectHeld.get(keyId, idempotencyKey, token) === undefined) return undefined;
         const created = insertPet(pet);
         finishClaim.run(created.id, keyId, idempotencyKey, token);
@@ -61,11 +62,11 @@ export function sqliteIdempotency(db: Database, insertPet: InsertPet): Idempoten
     },
 
     async releaseIdempotencyKey({ keyId, idempotencyKey }, token) {
-      deleteClaim.run(keyId, idempotencyKey, token);
+      await writer.write(() => deleteClaim.run(keyId, idempotencyKey, token));
     },
 
     async purgeIdempotencyKeys(beforeMs) {
-      return Number(deleteExpiredClaims.run(beforeMs).changes);
+      return writer.write(() => Number(deleteExpiredClaims.run(beforeMs).changes));
     },
   };
 }

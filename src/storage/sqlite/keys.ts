@@ -3,8 +3,9 @@ import type { ApiKey } from '../../domain/api-key.ts';
 import { toApiKey, type ApiKeyRow } from '../rows.ts';
 import type { KeyChanges, KeyStore, NewApiKey } from '../store.ts';
 import { exact, type Database } from './driver.ts';
+import type { SqliteWriter } from './writer.ts';
 
-export function sqliteKeys(db: Database): KeyStore {
+export function sqliteKeys(db: Database, writer: SqliteWriter): KeyStore {
   const insertKey = db.prepare(`INSERT INTO api_keys
     (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id)
     VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt, @subjectId)
@@ -17,7 +18,7 @@ export function sqliteKeys(db: Database): KeyStore {
   const revoke = exact(db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'));
   return {
     async createKey(key: NewApiKey): Promise<ApiKey> {
-      return toApiKey(insertKey.get({ ...key, createdAt: Date.now() }) as unknown as ApiKeyRow);
+      return toApiKey((await writer.write(() => insertKey.get({ ...key, createdAt: Date.now() }))) as unknown as ApiKeyRow);
     },
 
     async findKeyByHash(hash: string): Promise<ApiKey | undefined> {
@@ -30,20 +31,23 @@ export function sqliteKeys(db: Database): KeyStore {
     },
 
     async updateKey(id: string, changes: KeyChanges): Promise<ApiKey | undefined> {
-      const current = selectKeyById.get(id) as unknown as ApiKeyRow | undefined;
-      if (!current) return undefined;
-      const row = updateKeyRow.get({
-        id,
-        plan: changes.plan ?? current.plan,
-        perMinute: changes.perMinute ?? current.per_minute,
-        perDay: changes.perDay ?? current.per_day,
-        expiresAt: changes.expiresAtMs === undefined ? current.expires_at : changes.expiresAtMs,
-      }) as unknown as ApiKeyRow;
-      return toApiKey(row);
+      // Read and written in one transaction, so no other process changes the key in between.
+      const row = await writer.write(() => {
+        const current = selectKeyById.get(id) as unknown as ApiKeyRow | undefined;
+        if (!current) return undefined;
+        return updateKeyRow.get({
+          id,
+          plan: changes.plan ?? current.plan,
+          perMinute: changes.perMinute ?? current.per_minute,
+          perDay: changes.perDay ?? current.per_day,
+          expiresAt: changes.expiresAtMs === undefined ? current.expires_at : changes.expiresAtMs,
+        }) as unknown as ApiKeyRow;
+      });
+      return row && toApiKey(row);
     },
 
     async revokeKey(id: string): Promise<boolean> {
-      return Number(revoke.run(Date.now(), id).changes) > 0;
+      return Number((await writer.write(() => revoke.run(Date.now(), id))).changes) > 0;
     },
   };
 }

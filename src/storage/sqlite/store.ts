@@ -7,6 +7,11 @@
  * kill -9 of the server; a power loss or OS crash can lose the last commits. synchronous=FULL
  * (SQLITE_SYNCHRONOUS=full) fsyncs the WAL on every commit and loses nothing acknowledged.
  *
+ * Faults: every write goes through one writer (writer.ts), which never lets the event loop wait for
+ * another process's lock, and answers a lock held past lockWaitMs, a full disk, read-only storage or an
+ * I/O error with StorageUnavailableError (a 503); write-health.ts logs each change of that state once,
+ * and ping (readiness) fails while writes do.
+ *
  * This file opens the database and composes the Store from one module per concern, named as in
  * postgres/: pets.ts, keys.ts, bans.ts, idempotency.ts, settings.ts and migrations.ts.
  */
@@ -14,17 +19,23 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
-import { DatabaseSync, isBusy, type Database } from './driver.ts';
+import { DatabaseSync, exact, isBusy, type Database } from './driver.ts';
 import { GroupCommit } from './group-commit.ts';
 import { sqliteIdempotency } from './idempotency.ts';
 import { sqliteKeys } from './keys.ts';
 import { migrate } from './migrations.ts';
 import { prepareInsertPet, sqlitePets } from './pets.ts';
 import { sqliteSettings } from './settings.ts';
+import { WriteHealth, type WriteLog } from './write-health.ts';
+import { SqliteWriter } from './writer.ts';
 
 export interface SqliteOptions {
   path: string;
   synchronous: 'normal' | 'full';
+  /** How long a write waits for another process's lock before its 503 (SQLITE_LOCK_WAIT_MS; 2000 by default, as there). */
+  lockWaitMs?: number;
+  /** Hears when writes start failing and when they recover, once each. */
+  log?: WriteLog;
 }
 
 /**
@@ -48,33 +59,47 @@ function switchToWal(db: Database): void {
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
   const db = new DatabaseSync(options.path);
-  // Another process (the CLI, a second server) may hold the write lock briefly.
+  // At start-up another process (the CLI, a second server) may hold the write lock briefly: waiting
+  // on the event loop is harmless before the server listens.
   db.exec('PRAGMA busy_timeout = 5000');
   switchToWal(db);
   db.exec(`PRAGMA synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
   migrate(db);
+  // From here on a held lock refuses at once and writer.ts waits for it on a timer: a busy_timeout
+  // would make SQLite sleep on the event loop (at start-up, above, that was harmless).
+  db.exec('PRAGMA busy_timeout = 0');
 
+  const writer = new SqliteWriter(db, options.lockWaitMs ?? 2000, new WriteHealth(options.log));
   const insertPet = prepareInsertPet(db);
-  const commits = new GroupCommit(db, insertPet);
+  const commits = new GroupCommit(db, writer, insertPet);
   const selectOne = db.prepare('SELECT 1');
+  // A write that must reach the WAL, to learn whether writes work again: SQLite skips a page whose
+  // content an update leaves as it was, so the row gets the moment of each probe.
+  const recordProbe = exact(
+    db.prepare(`INSERT INTO settings (name, value) VALUES ('write_probe', ?)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value`),
+  );
   let open = true;
   return {
     engine: 'sqlite',
     ...sqlitePets(db, commits),
-    ...sqliteKeys(db),
-    ...sqliteBans(db),
-    ...sqliteIdempotency(db, insertPet),
+    ...sqliteKeys(db, writer),
+    ...sqliteBans(db, writer),
+    ...sqliteIdempotency(db, writer, insertPet),
     ...sqliteSettings(db),
 
+    /** Reads answer, and writes too: after a failed write, one write is tried now (writer.probe). */
     async ping(): Promise<void> {
       selectOne.get();
+      await writer.probe(() => recordProbe.run(String(Date.now())));
     },
 
     async close(): Promise<void> {
       if (!open) return;
       open = false;
       commits.close();
+      writer.close();
       db.close();
     },
   };
