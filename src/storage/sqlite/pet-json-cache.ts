@@ -4,12 +4,21 @@
  * is. When full, the oldest entry goes first; a lookup does not reorder (a recency update on every
  * hit would cost more than it saves where a page holds up to 100 pets).
  *
- * Bounded by count: 10,000 pets are about 1.5 MB of text for ordinary names, and at most about 14 MB
- * (100 escaped control characters of name each, held as two-byte text); see docs/decisions.md.
+ * Bounded by count and by bytes: 10,000 pets are about 1.5 MB of text for ordinary names, but up to
+ * about 14 MB for names of escaped control characters held as two-byte text, where MAX_BYTES binds.
  */
+import { stringBytes } from '../../domain/string-bytes.ts';
+
+/** Bytes the texts, their ids and a Map slot each may hold in all. */
+const MAX_BYTES = 8 * 1024 * 1024;
+const ENTRY_OVERHEAD_BYTES = 100;
+
+const bytesOf = (id: string, json: string) => ENTRY_OVERHEAD_BYTES + id.length + stringBytes(json);
+
 export class PetJsonCache {
   readonly #json = new Map<string, string>();
   readonly #capacity: number;
+  #bytes = 0;
 
   constructor(capacity: number) {
     this.#capacity = capacity;
@@ -20,9 +29,19 @@ export class PetJsonCache {
     return this.#json.get(id);
   }
 
+  /** Bytes the cache holds, as counted against MAX_BYTES. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
   set(id: string, json: string): void {
     if (this.#capacity === 0 || this.#json.has(id)) return;
-    if (this.#json.size >= this.#capacity) this.#json.delete(this.#json.keys().next().value!);
     this.#json.set(id, json);
+    this.#bytes += bytesOf(id, json);
+    while (this.#json.size > this.#capacity || this.#bytes > MAX_BYTES) {
+      const [oldId, oldJson] = this.#json.entries().next().value!;
+      this.#json.delete(oldId);
+      this.#bytes -= bytesOf(oldId, oldJson);
+    }
   }
 }
