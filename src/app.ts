@@ -10,6 +10,7 @@ import { CursorCodec } from './domain/cursor.ts';
 import { KeyAuthenticator } from './http/authenticate.ts';
 import { errorHandling } from './http/errors.ts';
 import { unroutedAnswers } from './http/unrouted-answers.ts';
+import { addressLimits } from './http/address-limits.ts';
 import { draining } from './http/draining.ts';
 import { hostCheck } from './http/host-check.ts';
 import { requestIdOf, requestIds } from './http/request-id.ts';
@@ -67,7 +68,9 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const logger = deps.logger ?? createLogger(config.logLevel);
   // Every method the API allows somewhere, known once its routes are registered (api.ts).
   let apiMethods = '';
-  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), () => apiMethods);
+  // Answers given before any key is read (malformed requests, CORS preflights) carry the address's limit.
+  const beforeKeys = addressLimits(deps.limiter, config.anonymousPerMinute, config.trustProxy);
+  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), () => apiMethods, beforeKeys);
   const app = Fastify({
     loggerInstance: logger,
     childLoggerFactory: requestLogger,
@@ -76,11 +79,9 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     // The client's address is worked out by client-address.ts from TRUST_PROXY, not by Fastify.
     trustProxy: false,
     bodyLimit: BODY_LIMIT_BYTES,
-    // What a client under load sees while the server shuts down: every request already received is
-    // served, never refused with 503, and its answer carries `Connection: close` so the client
-    // reconnects elsewhere; idle kept-alive connections are closed when the listener closes
-    // ('idle'), after a drain during which every answer carried `Connection: close`. A 503 here
-    // would fail requests a client had every reason to send. Order and bounds: shutdown.ts.
+    // While the server shuts down every request already received is served, never refused with 503
+    // (which would fail requests a client had every reason to send). Which connections close when,
+    // with and without a proxy in front: shutdown.ts.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     serverFactory: (handler) =>
@@ -120,8 +121,8 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   // API's own hooks follow inside its scope (api.ts).
   await app.register(requestIds);
   await app.register(draining);
-  await app.register(securityHeaders, { corsOrigins: config.corsOrigins, apiMethods: () => apiMethods });
-  await app.register(hostCheck);
+  await app.register(securityHeaders, { corsOrigins: config.corsOrigins, apiMethods: () => apiMethods, addressLimits: beforeKeys });
+  await app.register(hostCheck, { addressLimits: beforeKeys });
   await app.register(unreadBodies);
   await app.register(clientAddress, { trust: config.trustProxy });
   await app.register(guardedRequests);
@@ -131,7 +132,12 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   await app.register(observation, { metrics });
 
   const guard = createGuard({
-    authenticator: new KeyAuthenticator(deps.store, config.environment, config.keyCacheTtlMs, now),
+    authenticator: new KeyAuthenticator(deps.store, {
+      environment: config.environment,
+      cacheTtlMs: config.keyCacheTtlMs,
+      now,
+      onLookup: () => metrics.keyLookups.inc(),
+    }),
     limiter: deps.limiter,
     bans: new KeyBans(deps.store, deps.limiter, {
       threshold: config.banThreshold,
@@ -149,8 +155,10 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     store: deps.store,
     guard,
     cursors,
-    pageCacheSize: config.pageCacheSize,
+    pageCacheBytes: config.pageCacheBytes,
     pageCacheTtlMs: config.pageCacheTtlMs,
+    petCacheBytes: config.petCacheBytes,
+    watchCache: metrics.watchCache,
     now,
     publicBaseUrl: config.publicBaseUrl,
     onRoutes: (allow) => (apiMethods = allow),

@@ -195,7 +195,7 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 2000,
     description:
-      'How long a SQLite write waits, off the event loop, for a write lock another process holds before it is answered 503 with Retry-After.',
+      'How long a SQLite write waits, off the event loop, for a lock another process holds before it is answered 503 with Retry-After.',
     app: false,
   }),
   variable({
@@ -203,7 +203,7 @@ export const VARIABLES = [
     field: 'keyCacheTtlMs',
     schema: Schema.Integer({ minimum: 0, maximum: 5000 }),
     default: 2000,
-    description: 'How long a looked-up key is reused from memory; bounds how late a revocation takes effect.',
+    description: 'How long a looked-up key, or a key found not to exist, is reused from memory; bounds how late a revocation takes effect.',
     app: true,
   }),
   variable({
@@ -241,11 +241,23 @@ export const VARIABLES = [
     app: true,
   }),
   variable({
-    env: 'PAGE_CACHE_SIZE',
-    field: 'pageCacheSize',
-    schema: Schema.Integer({ minimum: 0, maximum: 1_000_000 }),
-    default: 1000,
-    description: 'Full list pages kept serialised in memory (0 turns the cache off); see Listing in docs/decisions.md.',
+    env: 'PAGE_CACHE_BYTES',
+    field: 'pageCacheBytes',
+    schema: Schema.Integer({ minimum: 0, maximum: 2 ** 40 }),
+    default: 24 * 1024 * 1024,
+    description:
+      'Bytes of memory (24 MiB) the full list pages kept serialised may hold, bodies and compressed forms counted ' +
+      '(0 turns the cache off); least recently used first out. See "Memory of the caches" in docs/decisions.md.',
+    app: true,
+  }),
+  variable({
+    env: 'PET_CACHE_BYTES',
+    field: 'petCacheBytes',
+    schema: Schema.Integer({ minimum: 0, maximum: 2 ** 40 }),
+    default: 8 * 1024 * 1024,
+    description:
+      'Bytes of memory (8 MiB) the pets found by id and kept serialised may hold (0 turns the cache off); ' +
+      'least recently used first out.',
     app: true,
   }),
   variable({
@@ -307,8 +319,8 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 0, maximum: 60_000 }),
     default: 1000,
     description:
-      'On SIGTERM, how long the server keeps serving with `Connection: close` (and `/readyz` 503) before it stops listening; ' +
-      'see docs/reliability.md.',
+      'On SIGTERM, how long the server keeps listening with `/readyz` 503 before it stops; answers end their connections ' +
+      '(behind a proxy, `TRUST_PROXY`, only once it stops). See "Restarts" in docs/operations.md.',
     app: false,
   }),
   variable({
@@ -317,8 +329,9 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 2000, maximum: 120_000 }),
     default: 10_000,
     description:
-      'Bound on a shutdown, from SIGTERM to exit; at least `SHUTDOWN_DRAIN_MS` + 2000. Connections still open a second before ' +
-      'it (a client still sending its request) are cut so storage closes and the process exits 0; past it the process exits 1.',
+      'Bound on a shutdown, from SIGTERM to exit; at least `SHUTDOWN_DRAIN_MS` + 2000. A proxy closes its idle connections ' +
+      'itself: keep its idle timeout below this less `SHUTDOWN_DRAIN_MS` less 1 s. Connections still open a second before it ' +
+      'are cut so storage closes and the process exits 0; past it the process exits 1.',
     app: false,
   }),
   variable({

@@ -33,16 +33,30 @@ function defaultProcessMetrics(): Registry {
   return processMetrics;
 }
 
+/** A cache whose memory the metrics report: the bytes its entries hold and how many there are. */
+export interface WatchedCache {
+  readonly bytes: number;
+  readonly size: number;
+}
+
+/** The caches by name, the values of the `cache` label: list pages, the last pages' codings, pets by id. */
+export type CacheName = 'pages' | 'last_pages' | 'pets';
+
 export function createMetrics() {
   const registry = new Registry();
   // getMetricsAsArray is typed as plain data, but gives the metrics themselves.
   for (const metric of defaultProcessMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric);
   let poolStats: (() => PoolStats) | undefined;
+  const caches = new Map<CacheName, WatchedCache>();
   return {
     registry,
     /** Where database pool figures come from (engines with a pool only). */
     watchPool(stats: () => PoolStats) {
       poolStats = stats;
+    },
+    /** Reports a cache's bytes and entries (the routes' caches, each made once per app). */
+    watchCache(name: CacheName, cache: WatchedCache) {
+      caches.set(name, cache);
     },
     /** Answered requests and their durations, by operation (request-metrics.ts). */
     requests: requestMetrics(registry),
@@ -77,12 +91,39 @@ export function createMetrics() {
         this.set({ state: 'waiting' }, stats.waiting);
       },
     }),
+    cacheBytes: new Gauge({
+      name: 'petstore_cache_bytes',
+      help:
+        'Bytes of memory the entries of a cache hold, as the cache counts them against its budget (PAGE_CACHE_BYTES, ' +
+        'PET_CACHE_BYTES): pages (full list pages), last_pages (compressed forms of last pages), pets (pets by id).',
+      labelNames: ['cache'] as const,
+      registers: [registry],
+      collect() {
+        for (const [name, cache] of caches) this.set({ cache: name }, cache.bytes);
+      },
+    }),
+    cacheEntries: new Gauge({
+      name: 'petstore_cache_entries',
+      help: 'Entries a cache holds (see petstore_cache_bytes).',
+      labelNames: ['cache'] as const,
+      registers: [registry],
+      collect() {
+        for (const [name, cache] of caches) this.set({ cache: name }, cache.size);
+      },
+    }),
     connectionsRefused: new Counter({
       name: 'petstore_connections_refused_total',
       help:
         'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") ' +
         'or beyond MAX_CONNECTIONS ("total").',
       labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    keyLookups: new Counter({
+      name: 'petstore_keys_looked_up_total',
+      help:
+        'API keys looked up in the store by their hash: keys this instance did not remember as found or unknown ' +
+        '(KEY_CACHE_TTL_MS), one lookup however many requests wait for it.',
       registers: [registry],
     }),
     limiterFallbacks: new Counter({

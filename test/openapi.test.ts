@@ -87,10 +87,10 @@ describe('OpenAPI document', () => {
 
   test('lists every status each operation can answer, with the rate-limit headers on each', () => {
     const expected: Record<string, string[]> = {
-      listPets: ['200', '304', '400', '401', '405', '429', '500', '503'],
-      createPet: ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'],
-      getPet: ['200', '304', '400', '401', '404', '405', '410', '429', '500', '503'],
-      getOpenApiDocument: ['200', '304', '405', '429', '500', '503'],
+      listPets: ['200', '304', '400', '401', '405', '408', '429', '431', '500', '503'],
+      createPet: ['201', '400', '401', '405', '408', '409', '413', '415', '422', '429', '431', '500', '503'],
+      getPet: ['200', '304', '400', '401', '404', '405', '408', '410', '429', '431', '500', '503'],
+      getOpenApiDocument: ['200', '304', '400', '405', '408', '429', '431', '500', '503'],
     };
     const ops = [doc.paths['/pets'].get, doc.paths['/pets'].post, doc.paths['/pets/{petId}'].get, doc.paths['/openapi.json'].get];
     for (const op of ops) {
@@ -107,8 +107,9 @@ describe('OpenAPI document', () => {
         if (status === '429') assert.ok(headers['Retry-After'].required);
         if (status === '401') assert.ok(headers['WWW-Authenticate'].required);
         if (status === '405') assert.ok(headers.Allow.required);
-        // The 405 comes from the path's other methods, not from getPet: it has no deprecation headers.
-        if (op.operationId === 'getPet' && status !== '405') {
+        // The 405 comes from the path's other methods, and 408 and 431 before routing, not from getPet: they
+        // have no deprecation headers.
+        if (op.operationId === 'getPet' && !['405', '408', '431'].includes(status)) {
           for (const h of ['Deprecation', 'Sunset', 'Link']) assert.ok(headers[h].required, `getPet ${status} ${h}`);
         }
       }
@@ -166,7 +167,7 @@ describe('OpenAPI document', () => {
         for (const response of Object.values<any>(item.head.responses))
           assert.equal(response.content, undefined, `${path} HEAD has no body`);
       }
-      assert.deepEqual(Object.keys(item.options.responses), ['204', '405', '429', '500', '503']);
+      assert.deepEqual(Object.keys(item.options.responses), ['204', '400', '405', '408', '429', '431', '500', '503']);
       assert.deepEqual(item.options.security, []);
       for (const operation of Object.values<any>(item)) assert.ok(operation.responses['405'], `${path} ${operation.operationId} 405`);
       // The methods the document gives the path are those the service allows there.
@@ -174,6 +175,17 @@ describe('OpenAPI document', () => {
       assert.equal(answer.status, 204);
       assert.deepEqual(answer.headers.get('allow')!.split(', ').sort(), methods.sort(), path);
     }
+  });
+
+  test('declares the status of every error code, and those any request can get (400, 408, 431) on every operation', () => {
+    const declared = new Set<number>();
+    for (const item of Object.values<any>(doc.paths)) {
+      for (const operation of Object.values<any>(item)) {
+        for (const status of Object.keys(operation.responses)) declared.add(Number(status));
+        for (const status of ['400', '408', '431']) assert.ok(operation.responses[status], `${operation.operationId} ${status}`);
+      }
+    }
+    for (const [code, status] of Object.entries(ERROR_CODES)) assert.ok(declared.has(status), `${code} (${status}) is declared nowhere`);
   });
 
   test('enumerates every error code, keeps responses open to new fields and codes, and states the int64 and name rules', () => {

@@ -6,12 +6,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import Fastify from 'fastify';
+import { addressLimits as createAddressLimits } from '../src/http/address-limits.ts';
 import { api } from '../src/http/api.ts';
 import { hostCheck } from '../src/http/host-check.ts';
 import { observation } from '../src/http/observe.ts';
 import { requestIds } from '../src/http/request-id.ts';
 import { securityHeaders } from '../src/http/security-headers.ts';
+import { MemoryRateLimiter } from '../src/limits/memory.ts';
 import { createMetrics } from '../src/metrics.ts';
+
+/** The address's limit that the answers before any key is read carry, as the app makes it. */
+const beforeKeys = () => createAddressLimits(new MemoryRateLimiter(), 60, { kind: 'none' });
 
 const notRegistered = (name: string) => (err: unknown) => {
   assert.equal((err as { code?: string }).code, 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED');
@@ -22,7 +27,7 @@ const notRegistered = (name: string) => (err: unknown) => {
 test('the Host check refuses to start before the baseline headers it must follow', async () => {
   const app = Fastify();
   await assert.rejects(async () => {
-    await app.register(hostCheck);
+    await app.register(hostCheck, { addressLimits: beforeKeys() });
     await app.ready();
   }, notRegistered('security-headers'));
 });
@@ -30,7 +35,7 @@ test('the Host check refuses to start before the baseline headers it must follow
 test('the baseline headers refuse to start before the request id', async () => {
   const app = Fastify();
   await assert.rejects(async () => {
-    await app.register(securityHeaders, { corsOrigins: [], apiMethods: () => '' });
+    await app.register(securityHeaders, { corsOrigins: [], apiMethods: () => '', addressLimits: beforeKeys() });
     await app.ready();
   }, notRegistered('request-ids'));
 });

@@ -7,7 +7,10 @@
 /** The HTTP behaviour, run on SQLite with the in-process limiter and again on PostgreSQL + Redis. */
 export const ON_EVERY_ENGINE = [
   'hardened-edges.test.ts',
+  'http-answers-before-keys.test.ts',
+  'http-auth-cost.test.ts',
   'http-auth.test.ts',
+  'http-cache-budgets.test.ts',
   'http-compression.test.ts',
   'http-conditional.test.ts',
   'http-contract-conformance.test.ts',
@@ -26,6 +29,7 @@ export const ON_EVERY_ENGINE = [
 
 /** Several instances sharing PostgreSQL and Redis (one, or a cluster of the test's own), and their outages: only where both are given. */
 export const ON_POSTGRES_AND_REDIS = [
+  'rolling-restart-nginx.test.ts',
   'scale-out-cluster.test.ts',
   'scale-out-instances.test.ts',
   'scale-out-outages.test.ts',

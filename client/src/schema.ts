@@ -27,7 +27,7 @@ export interface paths {
         delete?: never;
         /**
          * Methods of this path
-         * @description Answers 204 with `Allow: GET, HEAD, POST, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         * @description Answers 204 with `Allow: GET, HEAD, POST, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow`, and the rate-limit headers of the client address, which it is not counted against: it is never refused, since a refused preflight fails the browser's request with an error the page cannot read.
          */
         options: operations["optionsPets"];
         /**
@@ -56,7 +56,7 @@ export interface paths {
         delete?: never;
         /**
          * Methods of this path
-         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow`, and the rate-limit headers of the client address, which it is not counted against: it is never refused, since a refused preflight fails the browser's request with an error the page cannot read.
          */
         options: operations["optionsPetsPetId"];
         /**
@@ -85,7 +85,7 @@ export interface paths {
         delete?: never;
         /**
          * Methods of this path
-         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow` and the rate-limit headers.
+         * @description Answers 204 with `Allow: GET, HEAD, OPTIONS`. Needs no key; one that is sent is counted against, like any request. A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with the CORS headers instead of `Allow`, and the rate-limit headers of the client address, which it is not counted against: it is never refused, since a refused preflight fails the browser's request with an error the page cannot read.
          */
         options: operations["optionsOpenapiJson"];
         /**
@@ -194,7 +194,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+        /** @description Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line or header, a body without valid framing), answered without `details`. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -235,6 +235,21 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The request was not received in time (code `request_timeout`): its headers within `HEADERS_TIMEOUT_MS` (10 s by default) or the whole of it within `REQUEST_TIMEOUT_MS` (30 s). The connection is closed. A request whose body stopped coming after it was admitted keeps the rate-limit headers of the key it was counted against; one whose headers did not all come does not. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. A connection that sent nothing is closed without an answer. */
+        RequestTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -312,6 +327,21 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The request headers are larger than the server accepts, 16 KiB in all (code `request_header_fields_too_large`). The connection is closed. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
+        RequestHeaderFieldsTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -437,7 +467,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -478,11 +510,13 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyKeyInUse"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -510,8 +544,11 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -565,7 +602,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+            /** @description Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line or header, a body without valid framing), answered without `details`. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -606,6 +643,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request was not received in time (code `request_timeout`): its headers within `HEADERS_TIMEOUT_MS` (10 s by default) or the whole of it within `REQUEST_TIMEOUT_MS` (30 s). The connection is closed. A request whose body stopped coming after it was admitted keeps the rate-limit headers of the key it was counted against; one whose headers did not all come does not. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. A connection that sent nothing is closed without an answer. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
             429: {
                 headers: {
@@ -616,6 +666,19 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request headers are larger than the server accepts, 16 KiB in all (code `request_header_fields_too_large`). The connection is closed. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -690,7 +753,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+            /** @description Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line or header, a body without valid framing), answered without `details`. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -746,6 +809,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             /** @description The operation has passed its sunset date and is removed (code `gone`). */
             410: {
                 headers: {
@@ -783,6 +847,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description Unexpected server error (code `internal_error`); the body reveals nothing internal. The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key is looked up comes without them. */
             500: {
                 headers: {
@@ -838,8 +903,11 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -893,7 +961,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid request: the `details` list names each field and problem (code `invalid_request`). */
+            /** @description Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line or header, a body without valid framing), answered without `details`. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -956,6 +1024,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request was not received in time (code `request_timeout`): its headers within `HEADERS_TIMEOUT_MS` (10 s by default) or the whole of it within `REQUEST_TIMEOUT_MS` (30 s). The connection is closed. A request whose body stopped coming after it was admitted keeps the rate-limit headers of the key it was counted against; one whose headers did not all come does not. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. A connection that sent nothing is closed without an answer. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The operation has passed its sunset date and is removed (code `gone`). */
             410: {
                 headers: {
@@ -985,6 +1066,19 @@ export interface operations {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["DeprecationLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request headers are larger than the server accepts, 16 KiB in all (code `request_header_fields_too_large`). The connection is closed. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1056,8 +1150,11 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1085,8 +1182,11 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1131,6 +1231,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line or header, a body without valid framing), answered without `details`. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. OpenAPI declares answers per operation, so it is listed on each operation of the path. */
             405: {
                 headers: {
@@ -1145,6 +1258,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The request was not received in time (code `request_timeout`): its headers within `HEADERS_TIMEOUT_MS` (10 s by default) or the whole of it within `REQUEST_TIMEOUT_MS` (30 s). The connection is closed. A request whose body stopped coming after it was admitted keeps the rate-limit headers of the key it was counted against; one whose headers did not all come does not. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. A connection that sent nothing is closed without an answer. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`. */
             429: {
                 headers: {
@@ -1155,6 +1281,19 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request headers are larger than the server accepts, 16 KiB in all (code `request_header_fields_too_large`). The connection is closed. Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, and it is counted against that address like a request without a key. */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;

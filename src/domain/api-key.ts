@@ -58,6 +58,14 @@ export function hashKey(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
+/** Characters of an issued key's secret part: 32 bytes in base64url, unpadded. */
+const SECRET_LENGTH = 43;
+
+/** Whether a key that claims this environment has the length every issued key has: one that has not was never issued. */
+export function hasIssuedLength(key: string, environment: Environment): boolean {
+  return key.length === KEY_PREFIX[environment].length + SECRET_LENGTH;
+}
+
 /** The environment a key claims by its prefix, or undefined when it has no known prefix. */
 export function environmentOfKey(key: string): Environment | undefined {
   return ENVIRONMENTS.find((env) => key.startsWith(KEY_PREFIX[env]));

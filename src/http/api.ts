@@ -11,6 +11,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { CursorCodec } from '../domain/cursor.ts';
+import type { CacheName, WatchedCache } from '../metrics.ts';
 import { IdempotentCreates } from '../services/idempotent-creates.ts';
 import type { Store } from '../storage/store.ts';
 import type { Guard } from './guard.ts';
@@ -32,8 +33,11 @@ export interface ApiOptions {
   store: Store;
   guard: Guard;
   cursors: CursorCodec;
-  pageCacheSize: number;
+  pageCacheBytes: number;
   pageCacheTtlMs: number;
+  petCacheBytes: number;
+  /** Told each cache the routes keep, for the metrics. */
+  watchCache: (name: CacheName, cache: WatchedCache) => void;
   now: () => number;
   /**
    * The API's base URL as clients reach it (PUBLIC_BASE_URL): `/v1` or an absolute URL or path ending
@@ -65,7 +69,7 @@ const INHERITED = [
 export const api = fp(apiScope, { name: 'api', encapsulate: true, dependencies: INHERITED });
 
 async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void> {
-  const { store, guard, cursors, now, publicBaseUrl } = options;
+  const { store, guard, cursors, now, publicBaseUrl, watchCache } = options;
   app.addHook('onRequest', (_request, reply, done) => {
     reply.header('Cache-Control', 'no-store');
     done();
@@ -76,8 +80,9 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   await app.register(listPets, {
     pets: store,
     cursors,
-    pageCacheSize: options.pageCacheSize,
+    pageCacheBytes: options.pageCacheBytes,
     pageCacheTtlMs: options.pageCacheTtlMs,
+    watchCache,
     now,
     publicBaseUrl,
   });
@@ -87,7 +92,7 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
     onPurgeError: (err) => app.log.warn({ err }, 'purging expired idempotency keys failed'),
   });
   await app.register(createPet, { pets: store, creates, publicBaseUrl });
-  await app.register(getPet, { pets: store, now, publicBaseUrl });
+  await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now, publicBaseUrl });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).
   await app.register(methodNotAllowed, { routes, onRoutes: options.onRoutes });

@@ -2,11 +2,14 @@
  * Bearer API keys. A key is looked up by the SHA-256 of the whole key on an indexed column, so an
  * unknown key and a wrong key cost the same and nothing secret is compared byte by byte in our code.
  * Found keys are cached for a short time (KEY_CACHE_TTL_MS, at most 5 s), which bounds how late a
- * revocation takes effect on every instance. Unknown keys are not cached, so a key created a moment
- * ago works at once.
+ * revocation takes effect on every instance. Unknown keys are remembered as unknown for as long, in a
+ * cache of their own: a key is 256 random bits shown only once it is stored, so no client can present
+ * it before it exists, and a created key still works at once. Concurrent lookups of one key share one
+ * query.
  */
 import type { FastifyRequest } from 'fastify';
-import { environmentOfKey, hashKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { environmentOfKey, hashKey, hasIssuedLength, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { HOUR_MS } from '../domain/durations.ts';
 import { TtlCache } from '../domain/ttl-cache.ts';
 import type { KeyStore } from '../storage/store.ts';
 import { ApiError } from './api-error.ts';
@@ -21,17 +24,38 @@ function unauthorized(message: string, keyId?: string): AuthResult {
   return { key: undefined, failure: new ApiError('unauthorized', message, { headers: CHALLENGE }), keyId };
 }
 
+export interface KeyAuthenticatorOptions {
+  environment: Environment;
+  /** How long a found key, or a key found not to exist, is remembered (KEY_CACHE_TTL_MS). */
+  cacheTtlMs: number;
+  now: () => number;
+  /** Told of every store lookup, for the metric. */
+  onLookup?: () => void;
+}
+
 export class KeyAuthenticator {
   readonly #keys: KeyStore;
   readonly #environment: Environment;
   readonly #cache: TtlCache<string, ApiKey>;
+  /** Kept apart from #cache, so a flood of random keys that fills it never evicts a valid key. */
+  readonly #unknown: TtlCache<string, true>;
+  /**
+   * The hashes of keys found in the store within the last hour. Not to authenticate (revocations are
+   * seen through #cache), only to tell a key that exists from a made-up one before a lookup.
+   */
+  readonly #found = new TtlCache<string, true>({ ttlMs: HOUR_MS });
+  /** The lookup on its way for each key, which every request presenting that key waits for. */
+  readonly #inFlight = new Map<string, Promise<ApiKey | undefined>>();
   readonly #now: () => number;
+  readonly #onLookup: () => void;
 
-  constructor(keys: KeyStore, environment: Environment, cacheTtlMs: number, now: () => number) {
+  constructor(keys: KeyStore, options: KeyAuthenticatorOptions) {
     this.#keys = keys;
-    this.#environment = environment;
-    this.#cache = new TtlCache({ ttlMs: cacheTtlMs });
-    this.#now = now;
+    this.#environment = options.environment;
+    this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs });
+    this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs });
+    this.#now = options.now;
+    this.#onLookup = options.onLookup ?? (() => undefined);
   }
 
   async authenticate(request: FastifyRequest): Promise<AuthResult> {
@@ -41,13 +65,27 @@ export class KeyAuthenticator {
 
   /**
    * The same answer as authenticate, when it needs no store lookup: no key, a malformed one, or a key
-   * in the cache. Undefined when only authenticate can tell.
+   * remembered as found or as unknown. Undefined when only authenticate can tell.
    */
   authenticateNow(request: FastifyRequest): AuthResult | undefined {
     const token = this.#token(request);
     if (typeof token !== 'string') return token;
-    const key = this.#cache.get(token, this.#now());
-    return key && this.#check(key);
+    const now = this.#now();
+    const key = this.#cache.get(token, now);
+    if (key) return this.#check(key);
+    return this.#unknown.get(token, now) ? this.#check(undefined) : undefined;
+  }
+
+  /**
+   * Whether authenticate would start a store lookup of a key this instance has not found in the last
+   * hour: one neither remembered, nor on its way, nor known to exist.
+   */
+  wouldLookUpNewKey(request: FastifyRequest): boolean {
+    const token = this.#token(request);
+    if (typeof token !== 'string' || this.#inFlight.has(token)) return false;
+    const now = this.#now();
+    if (this.#cache.get(token, now) !== undefined || this.#unknown.get(token, now) !== undefined) return false;
+    return this.#found.get(hashKey(token), now) === undefined;
   }
 
   /** The key the request presents, or the refusal when it presents none this server could accept. */
@@ -61,6 +99,7 @@ export class KeyAuthenticator {
     if (claimed !== this.#environment) {
       return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.#environment}`);
     }
+    if (!hasIssuedLength(token, claimed)) return unauthorized('Invalid API key');
     return token;
   }
 
@@ -76,19 +115,33 @@ export class KeyAuthenticator {
   }
 
   /**
-   * The cache is keyed by the presented key itself, so a cached request costs no hashing; it lives
+   * The caches are keyed by the presented key itself, so a cached request costs no hashing; they live
    * only in this process's memory, like the request that carried it.
    */
-  async #lookup(token: string): Promise<ApiKey | undefined> {
+  #lookup(token: string): Promise<ApiKey | undefined> {
     const now = this.#now();
     const cached = this.#cache.get(token, now);
-    if (cached) return cached;
-    const key = await this.#keys.findKeyByHash(hashKey(token));
-    if (key === undefined) {
-      this.#cache.delete(token);
-      return undefined;
+    if (cached) return Promise.resolve(cached);
+    if (this.#unknown.get(token, now)) return Promise.resolve(undefined);
+    let pending = this.#inFlight.get(token);
+    if (pending === undefined) {
+      pending = this.#find(token, now).finally(() => this.#inFlight.delete(token));
+      this.#inFlight.set(token, pending);
     }
-    this.#cache.set(token, key, now);
+    return pending;
+  }
+
+  /** One store lookup; remembered from the moment it started, so a revocation is seen within the TTL. */
+  async #find(token: string, startedMs: number): Promise<ApiKey | undefined> {
+    this.#onLookup();
+    const hash = hashKey(token);
+    const key = await this.#keys.findKeyByHash(hash);
+    if (key === undefined) {
+      this.#unknown.set(token, true, startedMs);
+    } else {
+      this.#cache.set(token, key, startedMs);
+      this.#found.set(hash, true, startedMs);
+    }
     return key;
   }
 }

@@ -3,13 +3,16 @@
  * limiting. Running at onRequest means a refused request costs no body parsing (and its connection
  * is closed rather than drained, see request-bodies.ts), and every response under /v1, errors
  * included, carries the rate-limit headers of the subject that was charged: the API key when it is
- * valid, otherwise the client address (which also slows down key guessing).
+ * valid, otherwise the client address (which also slows down key guessing). A key new to this
+ * instance is looked up in the store only while its address has room, or once a second when it has
+ * none, so made-up keys past the address's limit cost no database work (see authenticateGuarded).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiKey } from '../domain/api-key.ts';
 import type { KeyBans } from '../limits/bans.ts';
-import { DAY_MS, MINUTE_MS } from '../domain/durations.ts';
+import { DAY_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
+import { TtlCache } from '../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AuthResult, KeyAuthenticator } from './authenticate.ts';
@@ -104,6 +107,8 @@ export interface Guard {
 export function createGuard(options: GuardOptions): Guard {
   const { authenticator, limiter, bans, metrics } = options;
   const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
+  /** Addresses past their limit that were let through to a store lookup within the last second. */
+  const spentLookups = new TtlCache<string, true>({ ttlMs: SECOND_MS });
 
   /** Sets the ban's headers and names the key for the log; the error to answer with. */
   function refuseBanned(request: FastifyRequest, reply: FastifyReply, key: ApiKey, bannedUntil: number, nowMs: number): ApiError {
@@ -167,7 +172,7 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** The whole guard, waiting for the store, the ban lookup or Redis where it must. */
   async function guardApi(request: FastifyRequest, reply: FastifyReply, known: AuthResult | undefined): Promise<void> {
-    const auth = known ?? (await authenticator.authenticate(request));
+    const auth = known ?? (await authenticateGuarded(request, reply));
     if (auth.key) return guardKey(request, reply, auth.key);
     request.refusedKeyId = auth.keyId;
     await chargeAddress(request, reply);
@@ -178,10 +183,35 @@ export function createGuard(options: GuardOptions): Guard {
   async function chargeAddress(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const decision = await limiter.consume(`addr:${addressBucket(request.client)}`, anonymous);
     applyRateLimitHeaders(reply, decision);
-    if (!decision.allowed) {
-      metrics.rateLimited.inc({ plan: 'anonymous' });
-      throw rateLimited(decision);
+    if (!decision.allowed) throw refuseAddress(decision);
+  }
+
+  function refuseAddress(decision: LimitDecision): ApiError {
+    metrics.rateLimited.inc({ plan: 'anonymous' });
+    return rateLimited(decision);
+  }
+
+  /**
+   * authenticate, but a key this instance has not found lately is looked up only while the address
+   * has room, or once a second when it has none; otherwise the address's 429 (nothing counted). So a
+   * flood of made-up keys past the address's limit costs no query, while a valid key sent from that
+   * address still gets through (and is then charged to itself). After the look at the address the
+   * lookup starts (or joins one on its way) without yielding, so requests for one key that looked
+   * together share it rather than being refused.
+   */
+  async function authenticateGuarded(request: FastifyRequest, reply: FastifyReply): Promise<AuthResult> {
+    if (authenticator.wouldLookUpNewKey(request)) {
+      const subject = `addr:${addressBucket(request.client)}`;
+      const decision = await limiter.peek(subject, anonymous);
+      if (!decision.allowed && authenticator.wouldLookUpNewKey(request)) {
+        if (spentLookups.get(subject, decision.nowMs) !== undefined) {
+          applyRateLimitHeaders(reply, decision);
+          throw refuseAddress(decision);
+        }
+        spentLookups.set(subject, true, decision.nowMs);
+      }
     }
+    return authenticator.authenticate(request);
   }
 
   return {

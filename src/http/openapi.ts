@@ -63,7 +63,9 @@ const DESCRIPTION = [
     '1,000/100,000; Enterprise per key). Windows are fixed and aligned to UTC: minutes reset on the whole minute,',
     'days at midnight UTC. Every response under /v1 carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and',
     '`X-RateLimit-Reset` for the window nearest exhaustion, plus the IETF `RateLimit-Policy` and `RateLimit` fields',
-    'for every window. Requests without a valid key are limited per client address. Beyond a limit the answer is',
+    'for every window. Requests without a valid key are limited per client address, and so are answers given before',
+    'a key is read (a request that is not well-formed HTTP, too slow, or with headers too large: 400, 408, 431); a',
+    "CORS preflight carries the address's headers but is never counted or refused. Beyond a limit the answer is",
     '429 `rate_limited` with `Retry-After` (whole seconds until the refusing window resets); refused requests do',
     'not consume quota. A key that keeps sending after 429s is temporarily banned (by default for 15 minutes):',
     "refusals count toward a ban only when they arrive at least a second (by default) after the key's first",
@@ -321,7 +323,8 @@ function optionsOf(path: string, allow: string, item: Record<string, Operation>)
     description:
       `Answers 204 with \`Allow: ${allow}\`. Needs no key; one that is sent is counted against, like any request. ` +
       'A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with ' +
-      'the CORS headers instead of `Allow` and the rate-limit headers.',
+      'the CORS headers instead of `Allow`, and the rate-limit headers of the client address, which it is not counted ' +
+      "against: it is never refused, since a refused preflight fails the browser's request with an error the page cannot read.",
     ...(tags && { tags }),
     ...(parameters.length > 0 ? { parameters } : {}),
     security: [],

@@ -1,8 +1,8 @@
 /**
  * Answers kept serialised, least recently used first out: full list pages (body, tag, compressed forms
- * and Link header as first computed, served without a query) and, with the same class, found pets
- * (get-pet.ts), which never change. Only a page that has a next page is kept; the last page of a list
- * (which grows) is always read fresh.
+ * and Link header as first computed, served without a query), the last pages' compressed forms, and,
+ * with the same class, found pets (get-pet.ts), which never change. Only a page that has a next page
+ * is kept as final; the last page of a list (which grows) is always read fresh.
  *
  * Pets are never updated or deleted, and a new pet takes an id above every id a full page covers, so
  * a full page changes only where ids are committed out of order:
@@ -11,42 +11,71 @@
  *   still fill a gap below a page's last id. A full page is kept there for `ttlMs` only: a reader sees
  *   such a late pet at most that much later than a reader who queried, which is the same kind of lag
  *   a client paging through already has (it may have passed that id before the pet committed).
- * Least recently used pages go first once `capacity` is reached; where pages expire, the expired ones
- * at that end are dropped as new pages are kept.
+ * Where pages expire, the expired ones at the least recently used end are dropped as new pages are kept.
  */
+import { stringBytes } from '../domain/string-bytes.ts';
 import type { Representation } from './representation.ts';
 
 export interface CachedPage extends Representation {
   link: string;
 }
 
-type Entry<V> = V & { expiresAtMs: number };
+/** What the cache can measure: a representation and, on a list page, its Link. */
+type Kept = Representation & { readonly link?: string };
+
+interface Entry<V> {
+  readonly value: V;
+  bytes: number;
+  readonly expiresAtMs: number;
+}
 
 /**
- * Bounded by count. What an entry holds is bounded too: a page is at most 100 pets of at most 100
- * characters of name (about 70 KB of JSON at the very worst, 7 KB for ordinary names), and each
- * compressed form is no larger than the body plus a few bytes; see Listing in docs/decisions.md.
+ * What an entry holds besides its texts and compressed bytes: the Map's slot, the entry, value and
+ * `encoded` objects, string headers (about 455 bytes measured), and each Buffer's objects (about 160).
  */
-export class PageCache<V extends object = CachedPage> {
-  readonly #pages = new Map<string, Entry<V>>();
+export const ENTRY_OVERHEAD_BYTES = 480;
+export const BUFFER_OVERHEAD_BYTES = 200;
 
-  readonly #capacity: number;
+/** Bytes an entry holds: key, body, tag, Link, and each compressed form's whole backing memory. */
+function entryBytes(key: string, value: Kept): number {
+  let bytes = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(value.body) + value.etag.length;
+  if (value.link !== undefined) bytes += stringBytes(value.link);
+  // The backing ArrayBuffer, not the view: a slice of a larger buffer keeps all of it alive.
+  for (const coded of [value.encoded.br, value.encoded.gzip]) if (coded) bytes += coded.buffer.byteLength + BUFFER_OVERHEAD_BYTES;
+  return bytes;
+}
+
+export interface PageCacheOptions {
+  /** Bytes the entries may hold in all, as counted by entryBytes (0: keeps nothing). */
+  maxBytes: number;
+  /** How long an entry is served after it was read; Infinity where entries are final. */
+  ttlMs: number;
+  now: () => number;
+}
+
+/** Bounded by the bytes its entries hold: beyond `maxBytes` the least recently used go first. */
+export class PageCache<V extends Kept = CachedPage> {
+  readonly #pages = new Map<string, Entry<V>>();
+  #bytes = 0;
+
+  readonly #maxBytes: number;
   readonly #ttlMs: number;
   readonly #now: () => number;
 
-  /**
-   * @param capacity pages kept at most (0: none)
-   * @param ttlMs how long a page is served after it was read; Infinity where pages are final
-   */
-  constructor(capacity: number, ttlMs: number, now: () => number) {
-    this.#capacity = capacity;
+  constructor({ maxBytes, ttlMs, now }: PageCacheOptions) {
+    this.#maxBytes = maxBytes;
     this.#ttlMs = ttlMs;
     this.#now = now;
   }
 
-  /** How many pages the cache holds, expired ones not yet dropped included. */
+  /** How many entries the cache holds, expired ones not yet dropped included. */
   get size(): number {
     return this.#pages.size;
+  }
+
+  /** Bytes the entries hold, expired ones not yet dropped included. */
+  get bytes(): number {
+    return this.#bytes;
   }
 
   /** The cached answer: its `encoded` forms are shared with every later hit, so they are made once. */
@@ -54,19 +83,51 @@ export class PageCache<V extends object = CachedPage> {
     const page = this.#pages.get(key);
     if (page === undefined) return undefined;
     this.#pages.delete(key);
-    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.#now()) return undefined; // final pages need no clock
+    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.#now()) {
+      this.#bytes -= page.bytes;
+      return undefined; // final pages need no clock
+    }
     // Map keeps insertion order: re-inserting marks the page as most recently used.
     this.#pages.set(key, page);
-    return page;
+    return page.value;
   }
 
-  set(key: string, page: V): void {
-    if (this.#capacity === 0 || this.#ttlMs <= 0) return;
+  /** Keeps the answer as the most recently used, unless it alone is larger than the whole budget. */
+  set(key: string, value: V): void {
+    if (this.#ttlMs <= 0) return;
     const nowMs = this.#now();
     if (this.#ttlMs !== Infinity) this.#dropExpired(nowMs);
+    this.#delete(key);
+    const bytes = entryBytes(key, value);
+    if (bytes > this.#maxBytes) return;
+    this.#pages.set(key, { value, bytes, expiresAtMs: nowMs + this.#ttlMs });
+    this.#bytes += bytes;
+    this.#evictBeyondBudget();
+  }
+
+  /**
+   * Counts an entry again after a compressed form was added to it (sendRepresentation's onCompressed),
+   * evicting the least recently used, or the entry itself when it no longer fits at all.
+   */
+  remeasure(key: string): void {
+    const page = this.#pages.get(key);
+    if (page === undefined) return;
+    const bytes = entryBytes(key, page.value);
+    this.#bytes += bytes - page.bytes;
+    page.bytes = bytes;
+    if (bytes > this.#maxBytes) this.#delete(key);
+    else this.#evictBeyondBudget();
+  }
+
+  #delete(key: string): void {
+    const page = this.#pages.get(key);
+    if (page === undefined) return;
     this.#pages.delete(key);
-    this.#pages.set(key, { ...page, expiresAtMs: nowMs + this.#ttlMs });
-    if (this.#pages.size > this.#capacity) this.#pages.delete(this.#pages.keys().next().value!);
+    this.#bytes -= page.bytes;
+  }
+
+  #evictBeyondBudget(): void {
+    while (this.#bytes > this.#maxBytes) this.#delete(this.#pages.keys().next().value!);
   }
 
   /**
@@ -77,7 +138,7 @@ export class PageCache<V extends object = CachedPage> {
   #dropExpired(nowMs: number): void {
     for (const [key, page] of this.#pages) {
       if (page.expiresAtMs > nowMs) return;
-      this.#pages.delete(key);
+      this.#delete(key);
     }
   }
 }

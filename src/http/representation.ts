@@ -33,7 +33,13 @@ function addVary(reply: FastifyReply, name: string): void {
   reply.header('Vary', vary === undefined ? name : `${String(vary)}, ${name}`);
 }
 
-export function sendRepresentation(request: FastifyRequest, reply: FastifyReply, representation: Representation): FastifyReply {
+/** `onCompressed` is told when a compressed form was added to the representation (a cache counts it). */
+export function sendRepresentation(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  representation: Representation,
+  onCompressed?: () => void,
+): FastifyReply {
   const { body, etag } = representation;
   const compressible = body.length >= COMPRESSION_THRESHOLD;
   const coding = compressible ? chooseCoding(request.headers['accept-encoding']) : 'identity';
@@ -44,6 +50,10 @@ export function sendRepresentation(request: FastifyRequest, reply: FastifyReply,
   if (noneMatchHits(request.headers['if-none-match'], tag)) return reply.code(304).send();
   reply.type(JSON_TYPE);
   if (coding === 'identity') return reply.send(body);
-  const bytes = (representation.encoded[coding] ??= compress(body, coding));
+  let bytes = representation.encoded[coding];
+  if (bytes === undefined) {
+    bytes = representation.encoded[coding] = compress(body, coding);
+    onCompressed?.();
+  }
   return reply.header('Content-Encoding', coding).send(bytes);
 }

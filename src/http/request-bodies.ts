@@ -60,7 +60,11 @@ function lingeringClose(this: ServerSocket): void {
 
 export const unreadBodies = fp(
   async (app: FastifyInstance) => {
-    // Synchronous, like the other per-answer hooks.
+    // Synchronous, like the other per-request hooks.
+    app.addHook('onRequest', (request, reply, done) => {
+      if (declaresBody(request.raw)) declaredBodies.set(reply.raw as ServerResponse, { reply, admitted: false });
+      done();
+    });
     app.addHook('onSend', (request, reply, payload, done) => {
       if (leavesLargeBodyUnread(request.raw)) {
         reply.header('Connection', 'close');
@@ -77,6 +81,48 @@ function expectsContinue(request: IncomingMessage): boolean {
   return request.headers.expect?.toLowerCase() === '100-continue';
 }
 
+/** A request that declares a body: its reply, and whether the guard has admitted it. */
+interface DeclaredBody {
+  reply: FastifyReply;
+  admitted: boolean;
+  onAdmitted?: () => void;
+}
+
+/**
+ * Each request that declares a body, by its raw response: a fault in the body (it stops coming, or
+ * breaks its framing) is answered outside the router (unrouted-answers.ts), with the headers its
+ * reply has once the guard has decided, the rate-limit headers of the key or address charged.
+ */
+const declaredBodies = new WeakMap<ServerResponse, DeclaredBody>();
+
+/**
+ * The reply of a request that declared a body, once the guard has decided on it: admitted it, or
+ * answered it (a refusal needs no body), or after waitMs. Undefined for a request that declared none.
+ * (Wrapped: a reply is itself a thenable, which a promise would wait on until it is sent.)
+ */
+export function replyOnceDecided(response: ServerResponse, waitMs: number): Promise<{ reply: FastifyReply }> | undefined {
+  const declared = declaredBodies.get(response);
+  if (declared === undefined) return undefined;
+  const { reply } = declared;
+  if (declared.admitted || response.headersSent) return Promise.resolve({ reply });
+  return new Promise((resolve) => {
+    const decided = () => {
+      clearTimeout(timer);
+      response.off('finish', decided);
+      declared.onAdmitted = undefined;
+      resolve({ reply });
+    };
+    const timer = setTimeout(decided, waitMs);
+    response.once('finish', decided);
+    declared.onAdmitted = decided;
+  });
+}
+
+function declaresBody(request: IncomingMessage): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
 /**
  * A preParsing hook for admitted requests: sends `100 Continue` when the client waits for it and the
  * body will be read (a JSON body within the size limit); otherwise the answer to come is final.
@@ -88,7 +134,13 @@ export function continueAdmitted(
   done: (err: null, payload: RequestPayload) => void,
 ): void {
   const raw = request.raw;
-  if (expectsContinue(raw) && !raw.complete && willReadBody(raw)) (reply.raw as ServerResponse).writeContinue();
+  const response = reply.raw as ServerResponse;
+  const declared = declaredBodies.get(response);
+  if (declared) {
+    declared.admitted = true;
+    declared.onAdmitted?.();
+  }
+  if (expectsContinue(raw) && !raw.complete && willReadBody(raw)) response.writeContinue();
   done(null, payload);
 }
 

@@ -243,8 +243,20 @@ const SERVER_ERROR_HEADERS =
   ' The rate-limit headers are sent too when the request got as far as its rate limit; a failure while the key ' +
   'is looked up comes without them.';
 
+/** Said of the requests refused before any key is read. */
+const ADDRESS_HEADERS =
+  'Such a request is refused before any key is read: its answer carries the rate-limit headers of the client address, ' +
+  'and it is counted against that address like a request without a key.';
+
 export const ERROR_STATUSES: Record<number, ErrorStatus> = {
-  400: { name: 'BadRequest', description: 'Invalid request: the `details` list names each field and problem (code `invalid_request`).' },
+  400: {
+    name: 'BadRequest',
+    description:
+      'Invalid request (code `invalid_request`): a parameter or body the operation does not accept, with a `details` list ' +
+      'naming each field and problem; or a request that is not well-formed HTTP/1.1 (no `Host`, a malformed request line ' +
+      'or header, a body without valid framing), answered without `details`. ' +
+      ADDRESS_HEADERS,
+  },
   401: {
     name: 'Unauthorized',
     description: 'Missing, malformed, unknown, revoked or other-environment API key (code `unauthorized`).',
@@ -255,6 +267,16 @@ export const ERROR_STATUSES: Record<number, ErrorStatus> = {
     description:
       'The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. ' +
       'OpenAPI declares answers per operation, so it is listed on each operation of the path.',
+  },
+  408: {
+    name: 'RequestTimeout',
+    description:
+      'The request was not received in time (code `request_timeout`): its headers within `HEADERS_TIMEOUT_MS` (10 s by ' +
+      'default) or the whole of it within `REQUEST_TIMEOUT_MS` (30 s). The connection is closed. A request whose body ' +
+      'stopped coming after it was admitted keeps the rate-limit headers of the key it was counted against; one whose ' +
+      'headers did not all come does not. ' +
+      ADDRESS_HEADERS +
+      ' A connection that sent nothing is closed without an answer.',
   },
   409: {
     name: 'IdempotencyKeyInUse',
@@ -274,6 +296,13 @@ export const ERROR_STATUSES: Record<number, ErrorStatus> = {
       'Too many requests: code `rate_limited` when a window is exhausted, `key_banned` while the key is ' +
       'temporarily banned for sending on after 429s. Back off exponentially and honour `Retry-After`.',
   },
+  431: {
+    name: 'RequestHeaderFieldsTooLarge',
+    description:
+      'The request headers are larger than the server accepts, 16 KiB in all (code `request_header_fields_too_large`). The ' +
+      'connection is closed. ' +
+      ADDRESS_HEADERS,
+  },
   500: {
     name: 'InternalError',
     description: 'Unexpected server error (code `internal_error`); the body reveals nothing internal.' + SERVER_ERROR_HEADERS,
@@ -284,13 +313,24 @@ export const ERROR_STATUSES: Record<number, ErrorStatus> = {
   },
 };
 
+/** Statuses answered before a request reaches its route: never with the route's own headers (getPet's deprecation). */
+const BEFORE_ROUTING = new Set([408, 431]);
+
 /** The error responses of a route, each with the ErrorBody and the headers it carries. */
 export function errors(statuses: number[], options: ResponseOptions = {}) {
-  return Object.fromEntries(statuses.map((s) => [s, json(s, 'ErrorBody', ERROR_STATUSES[s]!.description, options)]));
+  return Object.fromEntries(
+    statuses.map((s) => [s, json(s, 'ErrorBody', ERROR_STATUSES[s]!.description, BEFORE_ROUTING.has(s) ? {} : options)]),
+  );
 }
 
+/**
+ * Errors of any request, whatever it asks for: refused before it is read as one of the API's (not
+ * well-formed HTTP, too slow, headers too large).
+ */
+export const UNREAD_ERRORS = [400, 408, 431];
+
 /** Errors any /v1 request with a key can get, whatever the operation. */
-export const COMMON_ERRORS = [401, 429, 500, 503];
+export const COMMON_ERRORS = [...UNREAD_ERRORS, 401, 429, 500, 503];
 
 /** Errors of the routes that need no key: a key sent anyway is still looked up, and counted against. */
-export const KEYLESS_ERRORS = [429, 500, 503];
+export const KEYLESS_ERRORS = [...UNREAD_ERRORS, 429, 500, 503];

@@ -9,9 +9,14 @@
  * CORS is off unless CORS_ORIGINS names origins (or `*`): browsers then get the usual headers, the
  * headers a client needs exposed, and preflights answered 204. Keys travel in `Authorization`, never
  * in cookies, so credentials are not allowed.
+ *
+ * A preflight carries the rate-limit headers of its client's address but is neither counted nor ever
+ * refused: a refused preflight fails the browser's real request with an error its page cannot read,
+ * and a browser sends one before every request it has not cached one for (docs/rate-limits.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { AddressLimits } from './address-limits.ts';
 
 const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, If-None-Match, X-Request-Id';
 const EXPOSED_HEADERS = [
@@ -47,15 +52,17 @@ export interface SecurityHeadersOptions {
   corsOrigins: readonly string[] | '*';
   /** Every method the API allows on some path (from its routes), for preflight answers. */
   apiMethods: () => string;
+  /** Whose rate-limit headers a preflight carries: no key comes with one. */
+  addressLimits: AddressLimits;
 }
 
 /** After the request id: a preflight answered here ends the request before any later hook runs. */
-export const securityHeaders = fp(
-  async (app: FastifyInstance, { corsOrigins, apiMethods }: SecurityHeadersOptions) => installSecurityHeaders(app, corsOrigins, apiMethods),
-  { name: 'security-headers', dependencies: ['request-ids'] },
-);
+export const securityHeaders = fp(async (app: FastifyInstance, options: SecurityHeadersOptions) => installSecurityHeaders(app, options), {
+  name: 'security-headers',
+  dependencies: ['request-ids'],
+});
 
-function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly string[] | '*', apiMethods: () => string): void {
+function installSecurityHeaders(app: FastifyInstance, { corsOrigins, apiMethods, addressLimits }: SecurityHeadersOptions): void {
   const allowOrigin = (origin: string | undefined): string | undefined => {
     if (!origin) return undefined;
     if (corsOrigins === '*') return '*';
@@ -85,8 +92,8 @@ function installSecurityHeaders(app: FastifyInstance, corsOrigins: readonly stri
         .header('Access-Control-Allow-Methods', apiMethods())
         .header('Access-Control-Allow-Headers', ALLOWED_HEADERS)
         .header('Access-Control-Max-Age', PREFLIGHT_MAX_AGE)
-        .code(204)
-        .send();
+        .code(204);
+      void addressLimits.report(addressLimits.clientOf(request.raw)).then((limited) => reply.headers(limited ?? {}).send());
       return;
     }
     done();

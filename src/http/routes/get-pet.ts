@@ -5,30 +5,31 @@ import { docsUrlBeside } from '../api.ts';
 import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
+import type { CacheName, WatchedCache } from '../../metrics.ts';
 import { PageCache } from '../page-cache.ts';
 import { representationOf, sendRepresentation, type Representation } from '../representation.ts';
 import { COMMON_ERRORS, conditionalRequest, errors, json, notModified } from '../responses.ts';
 import { PetIdParams } from '../schemas.ts';
 
-/**
- * Found pets kept serialised, by id. A pet never changes once created, so an answer once read is
- * final on every engine; an id that was not found is not kept, since the pet may be created a moment
- * later (on another instance). 10,000 answers of 100 to 150 bytes for ordinary names take a few
- * megabytes, about 15 at the very worst (100-character names): a constant, not a setting.
- */
-const PET_CACHE_SIZE = 10_000;
-
 export interface GetPetDeps {
   pets: PetStore;
+  /** Bytes the pets kept serialised may hold (PET_CACHE_BYTES; 0: none). */
+  cacheBytes: number;
+  watchCache: (name: CacheName, cache: WatchedCache) => void;
   now: () => number;
   /** The API's base URL as clients reach it (PUBLIC_BASE_URL): the replacement's link starts with it. */
   publicBaseUrl: string;
 }
 
-export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, now, publicBaseUrl }) => {
+export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets, cacheBytes, watchCache, now, publicBaseUrl }) => {
   const deprecationHeaders = getPetDeprecationHeaders(publicBaseUrl, docsUrlBeside(publicBaseUrl));
-  // One per app, that is per process in service: each test server has its own database.
-  const known = new PageCache<Representation>(PET_CACHE_SIZE, Infinity, now);
+  /**
+   * Found pets kept serialised, by id, one cache per app (per process in service). A pet never
+   * changes once created, so an answer once read is final on every engine; an id that was not found
+   * is not kept, since the pet may be created a moment later (on another instance).
+   */
+  const known = new PageCache<Representation>({ maxBytes: cacheBytes, ttlMs: Infinity, now });
+  watchCache('pets', known);
   app.get(
     '/pets/:petId',
     {
@@ -77,7 +78,7 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
         found = representationOf(reply.serialize(pet) as string); // the route's JSON serializer yields text
         known.set(key, found);
       }
-      return sendRepresentation(request, reply, found);
+      return sendRepresentation(request, reply, found, () => known.remeasure(key));
     },
   );
 };

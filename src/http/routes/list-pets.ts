@@ -5,6 +5,7 @@ import { DEFAULT_PAGE_SIZE } from '../../domain/page.ts';
 import type { PetStatus } from '../../domain/pet.ts';
 import type { ListPetsQuery as PageQuery, PetPageJson, PetStore } from '../../storage/store.ts';
 import { ApiError } from '../api-error.ts';
+import type { CacheName, WatchedCache } from '../../metrics.ts';
 import { COMPRESSION_THRESHOLD } from '../compression.ts';
 import { PageCache, type CachedPage } from '../page-cache.ts';
 import { representationOf, sendRepresentation, type Representation } from '../representation.ts';
@@ -12,18 +13,20 @@ import { COMMON_ERRORS, conditionalRequest, errors, json, notModified } from '..
 import { ListPetsQuery } from '../schemas.ts';
 
 /**
- * How many last pages keep their compressed forms: one per filter, page size and position that
- * clients poll at the end of the list, where each holds at most a page's body and its two codings.
+ * Bytes the last pages kept for their compressed forms may hold: one per filter, page size and
+ * position that clients poll at the end of the list, each a page's body and its codings (about
+ * 10 KB for 100 pets of ordinary names, so a few hundred pages); a constant, not a setting.
  */
-const LAST_PAGES_KEPT = 100;
+const LAST_PAGES_BYTES = 4 * 1024 * 1024;
 
 export interface ListPetsDeps {
   pets: PetStore;
   cursors: CursorCodec;
-  /** How many full pages to keep serialised (0: none). */
-  pageCacheSize: number;
+  /** Bytes the full pages kept serialised may hold (0: none). */
+  pageCacheBytes: number;
   /** How long a full page is reused where it can still change for a moment (see page-cache.ts). */
   pageCacheTtlMs: number;
+  watchCache: (name: CacheName, cache: WatchedCache) => void;
   now: () => number;
   /** The API's base URL as clients reach it (PUBLIC_BASE_URL): the next page's link starts with it. */
   publicBaseUrl: string;
@@ -31,7 +34,7 @@ export interface ListPetsDeps {
 
 export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
   app,
-  { pets, cursors, pageCacheSize, pageCacheTtlMs, now, publicBaseUrl },
+  { pets, cursors, pageCacheBytes, pageCacheTtlMs, watchCache, now, publicBaseUrl },
 ) => {
   /**
    * The RFC 8288 link to the page after the one ending at lastId, with the same filters and limit.
@@ -41,14 +44,16 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
     const cursor = cursors.encode({ afterId: lastId, status });
     return `<${publicBaseUrl}/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}>; rel="next"`;
   };
-  const finished = new PageCache(pageCacheSize, pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now);
+  const finished = new PageCache({ maxBytes: pageCacheBytes, ttlMs: pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now });
+  watchCache('pages', finished);
   /**
    * The last pages read lately, kept for their compressed forms only: a last page is read fresh every
    * time, but while its body stays the same (its tag says so) the br or gzip made for an earlier reader
    * is reused. Compressing a 100-pet last page on every request would add a quarter to half of what
    * the request costs (docs/decisions.md, Compression).
    */
-  const lastPages = new PageCache<Representation>(LAST_PAGES_KEPT, Infinity, now);
+  const lastPages = new PageCache<Representation>({ maxBytes: LAST_PAGES_BYTES, ttlMs: Infinity, now });
+  watchCache('last_pages', lastPages);
   /**
    * Reads under way, by the same key as the cache: a request for a page already being read waits for
    * that read instead of starting its own. Where pages expire (PostgreSQL), every request in flight
@@ -100,7 +105,8 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
       // one, a 400), never the first page's key.
       const cacheKey = `${status ?? ''}:${limit}${cursor === undefined ? '' : `:${cursor}`}`;
       const cached = finished.get(cacheKey);
-      if (cached) return sendRepresentation(request, reply.header('Link', cached.link), cached);
+      // Each cache counts a compressed form when it is added, the first time a coding is asked for.
+      if (cached) return sendRepresentation(request, reply.header('Link', cached.link), cached, () => finished.remeasure(cacheKey));
 
       let afterId: bigint | undefined;
       if (cursor !== undefined) {
@@ -116,11 +122,13 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
       // The engine writes the page's JSON itself: no row objects to build and serialise again.
       const { json: body, more, lastId } = await readPage(cacheKey, { status, afterId, limit });
       // The last page is served as read, its tag taken from its body each time: it changes as pets are added.
-      if (!more || lastId === undefined) return sendRepresentation(request, reply, lastPageAsRead(cacheKey, body));
+      if (!more || lastId === undefined) {
+        return sendRepresentation(request, reply, lastPageAsRead(cacheKey, body), () => lastPages.remeasure(cacheKey));
+      }
       const link = nextLink(limit, status, lastId);
       const full: CachedPage = { ...representationOf(body, link), link };
       finished.set(cacheKey, full);
-      return sendRepresentation(request, reply.header('Link', link), full);
+      return sendRepresentation(request, reply.header('Link', link), full, () => finished.remeasure(cacheKey));
     },
   );
 };
