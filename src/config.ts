@@ -470,7 +470,13 @@ export function redisUrls(config: Pick<Config, 'redisUrl' | 'redisClusterNodes'>
   return config.redisClusterNodes ?? (config.redisUrl === undefined ? undefined : [config.redisUrl]);
 }
 
+/** Variables that were replaced: set, they would be ignored without a word, so they are refused. */
+const REPLACED: Readonly<Record<string, string>> = {
+  PAGE_CACHE_SIZE: 'PAGE_CACHE_SIZE (a count of pages) was replaced by PAGE_CACHE_BYTES (a byte budget); unset it',
+};
+
 export function loadConfig(env: Env): Readonly<Config> {
+  for (const [name, refusal] of Object.entries(REPLACED)) if (env[name]) throw new ConfigError(refusal);
   const config = readTable(VARIABLES, env);
   for (const rule of RULES) {
     const refusal = rule(config);

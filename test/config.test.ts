@@ -235,3 +235,8 @@ test("the headers timeout must not exceed the request's", () => {
     'HEADERS_TIMEOUT_MS (30001) must not exceed REQUEST_TIMEOUT_MS (30000)',
   );
 });
+
+test('a replaced variable is refused in words rather than ignored', () => {
+  refuses({ PAGE_CACHE_SIZE: '1000' }, 'PAGE_CACHE_SIZE', /PAGE_CACHE_BYTES/);
+  assert.equal(loadConfig({ PAGE_CACHE_SIZE: '' }).pageCacheBytes, 24 * 1024 * 1024, 'empty reads as unset');
+});
