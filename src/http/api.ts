@@ -14,6 +14,7 @@ import type { CursorCodec } from '../domain/cursor.ts';
 import type { CacheName, WatchedCache } from '../metrics.ts';
 import { IdempotentCreates } from '../services/idempotent-creates.ts';
 import type { Store } from '../storage/store.ts';
+import { StorageUnavailableError } from '../storage/errors.ts';
 import type { Guard } from './guard.ts';
 import { serveOpenApi } from './routes/openapi-document.ts';
 import { continueAdmitted } from './request-bodies.ts';
@@ -89,7 +90,11 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   const creates = new IdempotentCreates({
     store,
     now,
-    onPurgeError: (err) => app.log.warn({ err }, 'purging expired idempotency keys failed'),
+    // A storage fault the store already logged when it began is not repeated with a stack each minute.
+    onPurgeError: (err) =>
+      err instanceof StorageUnavailableError && err.logged
+        ? app.log.warn({ reason: err.reason }, 'purging expired idempotency keys failed')
+        : app.log.warn({ err }, 'purging expired idempotency keys failed'),
   });
   await app.register(createPet, { pets: store, creates, publicBaseUrl });
   await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now, publicBaseUrl });
