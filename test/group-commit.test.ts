@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DatabaseSync } from '../src/storage/sqlite/driver.ts';
 import type { NewPet, Pet } from '../src/domain/pet.ts';
 import { GroupCommit } from '../src/storage/sqlite/group-commit.ts';
@@ -49,6 +50,28 @@ test('one failing insert fails only its own create', async (t) => {
       .map((row) => row.name),
     ['a', 'c'],
   );
+});
+
+test('a failure to begin that is not a held lock refuses every waiting create at once, not at the end of the lock wait', async (t) => {
+  const db = new DatabaseSync(join(tempDir(t), 'begin.db'));
+  t.after(() => db.close());
+  db.exec('CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL)');
+  const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id');
+  insert.setReadBigInts(true);
+  // A minute's lock wait: a create that waited it out would outlast the test's bound below.
+  const commits = new GroupCommit(db, new SqliteWriter(db, 60_000, new WriteHealth(undefined)), (pet: NewPet): Pet => {
+    const { id } = insert.get(pet.name) as unknown as { id: bigint };
+    return { id, ...pet };
+  });
+  db.exec('BEGIN'); // the writer's BEGIN IMMEDIATE now fails at once, and not for a lock
+  const settled = Promise.allSettled(['a', 'b', 'c'].map((name) => commits.add({ name, categoryId: 1n, status: 'available' })));
+  const outcomes = await Promise.race([settled, sleep(10_000).then(() => 'still waiting' as const)]);
+  assert.notEqual(outcomes, 'still waiting');
+  assert.deepEqual(
+    (outcomes as PromiseSettledResult<Pet>[]).map((o) => o.status),
+    ['rejected', 'rejected', 'rejected'],
+  );
+  db.exec('ROLLBACK');
 });
 
 test('closing the store commits creates already accepted', async (t) => {

@@ -11,7 +11,8 @@
  * fault of the storage (a full disk, ...) rolls the whole batch back and fails every create in it.
  */
 import type { NewPet, Pet } from '../../domain/pet.ts';
-import { faultReason } from './faults.ts';
+import { StorageUnavailableError } from '../errors.ts';
+import { faultReason, isLockReason } from './faults.ts';
 import { exact, type Database, type Statement } from './driver.ts';
 import type { SqliteWriter } from './writer.ts';
 
@@ -82,10 +83,13 @@ export class GroupCommit {
         (outcomes) => outcomes.forEach((o, i) => ('pet' in o ? batch![i]!.resolve(o.pet) : batch![i]!.reject(o.error))),
         (error: unknown) => {
           if (batch !== undefined) return batch.forEach((p) => p.reject(error));
-          // The lock never came: only the creates that waited their whole bound are refused.
+          // The lock never came: only the creates that waited their whole bound are refused. Any other
+          // failure to begin (a file that cannot be opened, an I/O error) refuses them all at once.
           const now = Date.now();
-          for (const p of this.#queue) if (p.deadline <= now || this.#closed) p.reject(error);
-          this.#queue = this.#closed ? [] : this.#queue.filter((p) => p.deadline > now);
+          const lockHeld = error instanceof StorageUnavailableError && isLockReason(error.reason);
+          const keep = (p: Pending) => lockHeld && !this.#closed && p.deadline > now;
+          for (const p of this.#queue) if (!keep(p)) p.reject(error);
+          this.#queue = this.#queue.filter(keep);
         },
       )
       .finally(() => {
