@@ -294,8 +294,9 @@ export const VARIABLES = [
     // connections and never sends a request on one the server is closing.
     default: 72_000,
     description:
-      'How long an idle kept-alive connection stays open. Keep it longer than the idle timeout of a proxy in front (often 60 s), ' +
-      'so the proxy ends idle connections and never reuses one the server is closing.',
+      'How long an idle kept-alive connection stays open. Keep it longer than the idle timeout of a proxy in front, so the ' +
+      'proxy ends idle connections and never reuses one the server is closing; behind a proxy (`TRUST_PROXY`) that timeout ' +
+      'must also stay below the shutdown wait (see `SHUTDOWN_TIMEOUT_MS` and "Restarts" in docs/operations.md).',
     app: true,
   }),
   MAX_CONNECTIONS,

@@ -195,7 +195,7 @@ export function createGuard(options: GuardOptions): Guard {
    * authenticate, but a key this instance has not found lately is looked up only while the address
    * has room, or once a second when it has none; otherwise the address's 429 (nothing counted). So a
    * flood of made-up keys past the address's limit costs no query, while a valid key sent from that
-   * address still gets through (and is then charged to itself). After the look at the address the
+   * address usually gets through (and is then charged to itself; the exception: docs/rate-limits.md). After the look at the address the
    * lookup starts (or joins one on its way) without yielding, so requests for one key that looked
    * together share it rather than being refused.
    */

@@ -1,3 +1,5 @@
+import { StorageUnavailableError } from '../errors.ts';
+
 /**
  * SQLite failures that say the storage cannot take writes now, not that a statement is wrong: they are
  * answered 503 and end by themselves (a lock released, space freed, a file system made writable again).
@@ -28,4 +30,25 @@ export function isLockReason(reason: string | undefined): boolean {
 /** A held lock is usually gone within seconds; space or a writable file system wait for an operator. */
 export function retryAfterSeconds(reason: string): number {
   return isLockReason(reason) ? 2 : 5;
+}
+
+/**
+ * Every method of a store part, with a storage fault that a read meets (a lock held through recovery,
+ * an I/O error) rejected as StorageUnavailableError, a 503, like a write's. Other failures stay as they are.
+ */
+export function withFaultsUnavailable<T extends object>(part: T): T {
+  const unavailable = (err: unknown) => {
+    const reason = faultReason(err);
+    throw reason === undefined || err instanceof StorageUnavailableError
+      ? err
+      : new StorageUnavailableError(err, { reason, retryAfterSeconds: retryAfterSeconds(reason) });
+  };
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(part)) {
+    wrapped[name] =
+      typeof value === 'function'
+        ? (...args: unknown[]) => (value as (...a: unknown[]) => Promise<unknown>)(...args).catch(unavailable)
+        : value;
+  }
+  return wrapped as T;
 }

@@ -10,7 +10,7 @@
  * Faults: every write goes through one writer (writer.ts), which never lets the event loop wait for
  * another process's lock, and answers a lock held past lockWaitMs, a full disk, read-only storage or an
  * I/O error with StorageUnavailableError (a 503); write-health.ts logs each change of that state once,
- * and ping (readiness) fails while writes do.
+ * and ping (readiness) fails while writes do. A read that meets such a fault is a 503 too (faults.ts).
  *
  * This file opens the database and composes the Store from one module per concern, named as in
  * postgres/: pets.ts, keys.ts, bans.ts, idempotency.ts, settings.ts and migrations.ts.
@@ -20,6 +20,7 @@ import { dirname } from 'node:path';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
 import { DatabaseSync, exact, isBusy, type Database } from './driver.ts';
+import { withFaultsUnavailable } from './faults.ts';
 import { GroupCommit } from './group-commit.ts';
 import { sqliteIdempotency } from './idempotency.ts';
 import { sqliteKeys } from './keys.ts';
@@ -83,11 +84,13 @@ export function openSqliteStore(options: SqliteOptions): Store {
   let open = true;
   return {
     engine: 'sqlite',
-    ...sqlitePets(db, commits),
-    ...sqliteKeys(db, writer),
-    ...sqliteBans(db, writer),
-    ...sqliteIdempotency(db, writer, insertPet),
-    ...sqliteSettings(db),
+    ...withFaultsUnavailable({
+      ...sqlitePets(db, commits),
+      ...sqliteKeys(db, writer),
+      ...sqliteBans(db, writer),
+      ...sqliteIdempotency(db, writer, insertPet),
+      ...sqliteSettings(db),
+    }),
 
     /** Reads answer, and writes too: after a failed write, one write is tried now (writer.probe). */
     async ping(): Promise<void> {

@@ -1,10 +1,11 @@
 /**
- * Every write of the process, one at a time, each in its own BEGIN IMMEDIATE ... COMMIT. The
- * connection's busy_timeout is 0 once the server runs (store.ts): when another process (the CLI,
- * sqlite3, a backup, VACUUM) holds the write lock, BEGIN fails at once and is tried again from a
- * timer, so the event loop never sleeps inside SQLite and probes and reads keep answering. A write
- * still waiting at its deadline (SQLITE_LOCK_WAIT_MS after it asked), or failing for a fault of the
- * storage (faults.ts), is rejected with StorageUnavailableError, its transaction rolled back whole.
+ * Every write once the store is open (migrations ran before, on the busy timeout), one at a time,
+ * each in its own BEGIN IMMEDIATE ... COMMIT. The connection's busy_timeout is 0 once the server runs
+ * (store.ts): when another process (the CLI, sqlite3, a backup, VACUUM) holds the write lock, BEGIN
+ * fails at once and is tried again from a timer, so the event loop never sleeps inside SQLite and
+ * probes and reads keep answering. A write still waiting at its deadline (SQLITE_LOCK_WAIT_MS after it
+ * asked), or failing for a fault of the storage (faults.ts), is rejected with StorageUnavailableError,
+ * its transaction rolled back whole.
  */
 import { StorageUnavailableError } from '../errors.ts';
 import { exact, type Database, type Statement } from './driver.ts';
