@@ -296,20 +296,23 @@ function hasFiu(t: TestContext): boolean {
  */
 test('storage that refuses writes (EROFS): creates get 503 and readiness fails, and both recover when writes are allowed again', async (t) => {
   if (!hasFiu(t)) return;
-  const file = join(tempDir(t), 'petstore.db');
+  const dir = tempDir(t);
+  const file = join(dir, 'petstore.db');
+  // fiu's control pipes go in the test's folder, removed with it (by default they stay in /tmp).
+  const pipes = join(dir, 'fiu-ctrl');
   const env = { DATABASE_URL: `sqlite:${file}` };
   const key = await unlimitedKey(env);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const server = await startServerCommand(
     'fiu-run',
-    ['-x', process.execPath, CLI, 'serve'],
+    ['-x', '-f', pipes, process.execPath, CLI, 'serve'],
     { ...env, HOST: '127.0.0.1', PORT: String(port) },
     url,
   );
   t.after(() => void server.child.kill('SIGKILL'));
   const fiu = (command: string) => {
-    const run = spawnSync('fiu-ctrl', ['-c', command, String(server.child.pid)], { encoding: 'utf8' });
+    const run = spawnSync('fiu-ctrl', ['-f', pipes, '-c', command, String(server.child.pid)], { encoding: 'utf8' });
     assert.equal(run.status, 0, `fiu-ctrl ${command}: ${run.stderr}`);
   };
   const acknowledged = ['before-0', 'before-1', 'before-2'];
