@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
@@ -130,6 +130,7 @@ describe('a rolling restart of three instances behind deploy/nginx.conf', { skip
     await Promise.all(instances.map((instance) => exitWithin(instance, 15_000)));
     await deleteRedisKeys(keyPrefix);
     await database?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('under 16 clients, each instance restarted in turn with SIGTERM: no 5xx, exit 0, every 201 stored', async (t) => {
