@@ -1,7 +1,7 @@
 /**
  * The client address's rate limit, for answers given before any key is read: those written before or
  * outside the router (unrouted-answers.ts) and CORS preflights (security-headers.ts). It is the bucket
- * the guard charges requests without a valid key to (guard.ts): the same subject, the same limit.
+ * the guard charges requests without a valid key to (guard.ts), whose subject and limit it names here.
  *
  * The limiter may have to ask Redis; an answer never waits for it longer than LIMITER_WAIT_MS (the
  * Redis limiter falls back to memory well before that), and goes without the headers past it rather
@@ -21,6 +21,11 @@ export function addressSubject(address: string): string {
   return `addr:${addressBucket(address)}`;
 }
 
+/** The one window of requests without a valid key (ANONYMOUS_RATE_LIMIT_PER_MINUTE). */
+export function anonymousLimits(perMinute: number): WindowLimit[] {
+  return [{ name: 'minute', limit: perMinute, windowMs: MINUTE_MS }];
+}
+
 export interface AddressLimits {
   /** A request's client as the guard knows it (X-Forwarded-For believed as TRUST_PROXY says). */
   clientOf(request: IncomingMessage): string;
@@ -38,7 +43,7 @@ export interface AddressLimits {
 }
 
 export function addressLimits(limiter: RateLimiter, perMinute: number, trust: ProxyTrust): AddressLimits {
-  const limits: WindowLimit[] = [{ name: 'minute', limit: perMinute, windowMs: MINUTE_MS }];
+  const limits = anonymousLimits(perMinute);
   const isProxy = (peer: string): boolean => trust.kind === 'hops' || (trust.kind === 'addresses' && isListedProxy(trust.proxies, peer));
 
   const charge = (client: string) => {

@@ -16,7 +16,7 @@ import { TtlCache } from '../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../limits/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AuthResult, KeyAuthenticator } from './authenticate.ts';
-import { addressBucket } from './client-address.ts';
+import { addressSubject, anonymousLimits } from './address-limits.ts';
 import { ApiError } from './api-error.ts';
 import { applyRateLimitHeaders, secondsUntil } from './rate-limit-headers.ts';
 
@@ -106,7 +106,7 @@ export interface Guard {
 
 export function createGuard(options: GuardOptions): Guard {
   const { authenticator, limiter, bans, metrics } = options;
-  const anonymous: WindowLimit[] = [{ name: 'minute', limit: options.anonymousPerMinute, windowMs: MINUTE_MS }];
+  const anonymous = anonymousLimits(options.anonymousPerMinute);
   /** Addresses past their limit that were let through to a store lookup within the last second. */
   const spentLookups = new TtlCache<string, true>({ ttlMs: SECOND_MS });
 
@@ -181,7 +181,7 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** Charges the client's address (its /64 for IPv6); throws the 429 when it has no room left. */
   async function chargeAddress(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const decision = await limiter.consume(`addr:${addressBucket(request.client)}`, anonymous);
+    const decision = await limiter.consume(addressSubject(request.client), anonymous);
     applyRateLimitHeaders(reply, decision);
     if (!decision.allowed) throw refuseAddress(decision);
   }
@@ -201,7 +201,7 @@ export function createGuard(options: GuardOptions): Guard {
    */
   async function authenticateGuarded(request: FastifyRequest, reply: FastifyReply): Promise<AuthResult> {
     if (authenticator.wouldLookUpNewKey(request)) {
-      const subject = `addr:${addressBucket(request.client)}`;
+      const subject = addressSubject(request.client);
       const decision = await limiter.peek(subject, anonymous);
       if (!decision.allowed && authenticator.wouldLookUpNewKey(request)) {
         if (spentLookups.get(subject, decision.nowMs) !== undefined) {
