@@ -14,22 +14,22 @@ process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 // The unit tests, and the SQLite side with the in-process limiter: the files that exercise these modules,
 // and no more, since every mutant runs each of these files that reaches it.
 const testFiles = [
-  'test/domain.test.ts',
-  'test/ttl-cache.test.ts',
-  'test/limits.test.ts',
-  'test/rate-limits.test.ts',
-  'test/idempotent-creates.test.ts',
-  'test/http-idempotency.test.ts',
-  'test/http-key-lifecycle.test.ts',
-  'test/http-auth.test.ts',
-  'test/http-operations.test.ts',
+  'test/units/domain.test.ts',
+  'test/units/ttl-cache.test.ts',
+  'test/units/limits.test.ts',
+  'test/http/rate-limits.test.ts',
+  'test/storage/idempotent-creates.test.ts',
+  'test/http/idempotency.test.ts',
+  'test/http/key-lifecycle.test.ts',
+  'test/http/auth.test.ts',
+  'test/http/operations.test.ts',
   // The bad-body table: what each malformed, duplicated or oversized JSON body is refused with
-  // (json-body.ts; domain.test.ts holds its number scanner's unit tests).
-  'test/http-errors.test.ts',
+  // (json-body.ts; units/domain.test.ts holds its number scanner's unit tests).
+  'test/http/errors.test.ts',
 ];
 // The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
 // Redis of their own that they stall and restart).
-if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out-quota-blocks.test.ts', 'test/scale-out-redis-faults.test.ts');
+if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out/quota-blocks.test.ts', 'test/scale-out/redis-faults.test.ts');
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {

@@ -2,7 +2,7 @@
  * The capacity model of docs/capacity.md, applied: for each target rate, how many instances and how much
  * PostgreSQL and Redis serve it with the stated read/write mix, and which part runs out first. It only
  * computes: it measures nothing and connects to nothing. docs/capacity.md says where each input was
- * measured and how; a test (test/capacity-model.test.ts) keeps the table there equal to this output.
+ * measured and how; a test (test/units/capacity-model.test.ts) keeps the table there equal to this output.
  *
  * Usage: node bench/capacity.ts [--name=value ...]          (or npm run bench:capacity -- --name=value)
  *

@@ -185,7 +185,7 @@ function timeRuns(label: string, args: string[]): void {
 }
 for (const [label, args] of [
   ['start the CLI (petstore --help)', ['src/cli/main.ts', '--help']],
-  ['run test/domain.test.ts and test/http-errors.test.ts', ['--test', 'test/domain.test.ts', 'test/http-errors.test.ts']],
+  ['run test/units/domain.test.ts and test/http/errors.test.ts', ['--test', 'test/units/domain.test.ts', 'test/http/errors.test.ts']],
 ] as const) {
   timeRuns(`tsx: ${label}`, ['--import', tsxLoader, ...args]);
   timeRuns(`type stripping: ${label}`, [...args]);

@@ -1,6 +1,6 @@
 /**
  * The configuration table of docs/configuration.md, written from the table in src/config.ts:
- * `npm run docs:config` puts it between the two markers, and test/config.test.ts fails while the
+ * `npm run docs:config` puts it between the two markers, and test/units/config.test.ts fails while the
  * document's copy differs.
  */
 import { VARIABLES } from '../src/config.ts';

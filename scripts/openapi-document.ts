@@ -1,6 +1,6 @@
 /**
  * The OpenAPI document as the route schemas generate it: `npm run openapi` writes it to openapi.json,
- * and test/openapi.test.ts fails while the committed file differs. Both go through this one function,
+ * and test/http/openapi.test.ts fails while the committed file differs. Both go through this one function,
  * so the test checks exactly what the script writes.
  */
 import { buildApp } from '../src/app.ts';

@@ -3,25 +3,36 @@
  * then the HTTP suites again on PostgreSQL with Redis, plus the multi-instance and outage tests, when
  * PETSTORE_TEST_POSTGRES_URL and PETSTORE_TEST_REDIS_URL are set; and then all of that once more
  * through a PgBouncer in transaction pooling mode that this script starts (test/support/pgbouncer.ts),
- * with the migrations and the storage contract. Which file runs where is listed in
- * test/suites.ts; a file in no list (or a listed file that is gone) stops the run. A skipped engine
+ * with the storage suites. Which file runs where is decided by its folder (FOLDERS below); a test file
+ * outside those folders stops the run, so an added file can never silently not run. A skipped engine
  * is announced loudly, and under CI=true it is a failure unless PETSTORE_TEST_ENGINES=sqlite asked
  * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pgbouncerInstalled, startPgbouncer } from '../test/support/pgbouncer.ts';
-import { ALSO_THROUGH_PGBOUNCER, listProblems, ON_EVERY_ENGINE, ON_POSTGRES_AND_REDIS, ONCE } from '../test/suites.ts';
 
-const present = readdirSync('test').filter((f) => f.endsWith('.test.ts'));
-const problems = listProblems(present);
-if (problems.length > 0) {
-  console.error(['Which engine runs each test file is decided by test/suites.ts:', ...problems].join('\n  '));
+/** Where each folder of test/ runs: in the SQLite pass, the PostgreSQL + Redis pass, and the PgBouncer pass. */
+const FOLDERS = {
+  http: { sqlite: true, postgres: true, pgbouncer: true }, // the HTTP behaviour, on every engine
+  'scale-out': { sqlite: false, postgres: true, pgbouncer: true }, // several instances sharing PostgreSQL and Redis
+  storage: { sqlite: true, postgres: false, pgbouncer: true }, // both stores; they start PostgreSQL themselves
+  units: { sqlite: true, postgres: false, pgbouncer: false },
+  processes: { sqlite: true, postgres: false, pgbouncer: false },
+  deployment: { sqlite: true, postgres: false, pgbouncer: false },
+  clients: { sqlite: true, postgres: false, pgbouncer: false },
+} as const;
+type Pass = keyof (typeof FOLDERS)['http'];
+
+const present = globSync('test/**/*.test.ts').sort();
+const strays = present.filter((file) => !(file.split('/')[1]! in FOLDERS) || file.split('/').length !== 3);
+if (strays.length > 0) {
+  console.error(['Test files must sit in one of the folders scripts/run-tests.ts runs:', ...strays].join('\n  '));
   process.exit(1);
 }
-const inTest = (names: readonly string[]) => names.map((f) => `test/${f}`);
+const filesFor = (pass: Pass) => present.filter((file) => FOLDERS[file.split('/')[1] as keyof typeof FOLDERS][pass]);
 
 const requested = process.env.PETSTORE_TEST_ENGINES ?? 'all';
 if (requested !== 'all' && requested !== 'sqlite') {
@@ -30,14 +41,14 @@ if (requested !== 'all' && requested !== 'sqlite') {
 }
 
 /** What one pass ran: its counts, and every test or part of a test file that was skipped, with why. */
-interface Pass {
+interface PassResult {
   name: string;
   ok: boolean;
   counts: string;
   skipped: string[];
 }
 
-const passes: Pass[] = [];
+const passes: PassResult[] = [];
 const work = mkdtempSync(join(tmpdir(), 'petstore-tests-'));
 
 function run(engine: string, label: string, list: string[], env: NodeJS.ProcessEnv = {}): boolean {
@@ -78,12 +89,12 @@ const banner = (lines: string[]) => console.log(['', '#'.repeat(78), ...lines.ma
 const skippedEngines = 'SKIPPED: the PostgreSQL + Redis suites, the multi-instance and the outage tests.';
 const notRun: string[] = [];
 
-let ok = run('sqlite', 'SQLite with the in-process limiter', inTest([...ON_EVERY_ENGINE, ...ONCE]));
+let ok = run('sqlite', 'SQLite with the in-process limiter', filesFor('sqlite'));
 if (requested === 'sqlite') {
   banner([skippedEngines, 'PETSTORE_TEST_ENGINES=sqlite asked for the SQLite suite alone.']);
   notRun.push('the PostgreSQL + Redis pass (PETSTORE_TEST_ENGINES=sqlite)');
 } else if (process.env.PETSTORE_TEST_POSTGRES_URL && process.env.PETSTORE_TEST_REDIS_URL) {
-  ok = run('postgres', 'PostgreSQL + Redis', inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS])) && ok;
+  ok = run('postgres', 'PostgreSQL + Redis', filesFor('postgres')) && ok;
   ok = (await runThroughPgbouncer(process.env.PETSTORE_TEST_POSTGRES_URL)) && ok;
 } else {
   banner([
@@ -110,7 +121,7 @@ async function runThroughPgbouncer(postgresUrl: string): Promise<boolean> {
   }
   const bouncer = await startPgbouncer(postgresUrl);
   try {
-    return run('postgres', label, inTest([...ON_EVERY_ENGINE, ...ON_POSTGRES_AND_REDIS, ...ALSO_THROUGH_PGBOUNCER]), {
+    return run('postgres', label, filesFor('pgbouncer'), {
       PETSTORE_TEST_POSTGRES_URL: bouncer.url,
     });
   } finally {

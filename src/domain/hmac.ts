@@ -6,7 +6,7 @@
  * back as a Buffer brings its own native allocation; inside a busy server both cost more than the
  * digests themselves (BENCHMARKS.md). So the padded key sits in two buffers made once, the message is
  * written after the inner pad, the inner digest after the outer pad, and digests come back as latin1
- * text, one character per byte. A property test in test/domain.test.ts checks every result against
+ * text, one character per byte. A property test in test/units/domain.test.ts checks every result against
  * createHmac.
  */
 import { hash } from 'node:crypto';

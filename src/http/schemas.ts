@@ -6,7 +6,7 @@
  * typed from the schema they validate with, while TypeBox itself (a type-only import here) is never
  * loaded by the server: importing it costs every process about 16 MiB of memory for what are ten
  * object literals. The literals are what TypeBox built before (openapi.json came out byte-identical),
- * and test/openapi.test.ts holds the document to them.
+ * and test/http/openapi.test.ts holds the document to them.
  */
 import type { Static, TArray, TInteger, TObject, TOptional, TSchema, TString, TUnsafe } from 'typebox';
 import { CURSOR_MAX_LENGTH } from '../domain/cursor.ts';

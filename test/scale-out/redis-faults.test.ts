@@ -1,0 +1,304 @@
+/**
+ * The shared limiter when Redis misbehaves the way it does in operation: a reply slower than the
+ * limiter's timeout (DEBUG SLEEP), and a Redis restarted empty. Against a redis-server of the test's
+ * own on a spare port; the limiters follow one fake clock, so every decision falls in one minute and
+ * one day whatever the real time.
+ */
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
+import type { WindowLimit } from '../../src/limits/limiter.ts';
+import { RedisRateLimiter } from '../../src/limits/redis.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { createTestRedisLimiter, newKeyPrefix } from '../support/engines.ts';
+import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
+import { TcpProxy } from '../support/tcp-proxy.ts';
+import { tempDir } from '../support/temp.ts';
+import { eventually } from '../support/waiting.ts';
+
+const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
+  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+  { name: 'day', limit: perDay, windowMs: DAY_MS },
+];
+
+/** Early in a minute, so that a test's decisions fall into one minute and one day. */
+const clock = { ms: Date.UTC(2030, 0, 15, 10, 30, 5), now: () => clock.ms };
+
+const degraded = async (metrics: Metrics) =>
+  (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
+
+describe('the Redis limiter when Redis is slow or restarts empty', () => {
+  const dir = tempDir();
+  const REDIS_LINES = ['enable-debug-command yes'];
+  let redis: RedisProcess;
+  let admin: Redis;
+  const opened: RedisRateLimiter[] = [];
+
+  before(async () => {
+    redis = await startRedis(dir, 'faults', REDIS_LINES);
+    admin = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
+    admin.on('error', () => undefined); // it reconnects by itself after the restart
+  });
+  after(async () => {
+    for (const limiter of opened) await limiter.close();
+    admin.disconnect();
+    await redis.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A limiter on the test's Redis, as an instance of the service has one. */
+  const limiter = async (metrics = createMetrics(), keyPrefix = newKeyPrefix()) => {
+    const opening = await createTestRedisLimiter({ url: `redis://127.0.0.1:${redis.port}`, keyPrefix, clock, metrics });
+    opened.push(opening);
+    return opening;
+  };
+  /** n decisions in a row; how many were admitted. */
+  const admitted = async (l: RedisRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
+    let yes = 0;
+    for (let i = 0; i < n; i++) if ((await l.consume(subject, limits)).allowed) yes++;
+    return yes;
+  };
+  /** Redis asleep for `seconds`, from another connection: every command queues behind it. */
+  const stall = (seconds: number) => admin.call('DEBUG', 'SLEEP', String(seconds));
+
+  test('a reply slower than the timeout: the fallback starts from what Redis last gave, so a spent minute stays spent', async () => {
+    const metrics = createMetrics();
+    const lines: string[] = [];
+    const l = await createTestRedisLimiter({
+      url: `redis://127.0.0.1:${redis.port}`,
+      keyPrefix: newKeyPrefix(),
+      clock,
+      metrics,
+      log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+    });
+    opened.push(l);
+    assert.equal(await degraded(metrics), 0, 'shared from the start');
+    const limits = limitsOf(60, 1_000);
+    assert.equal(await admitted(l, 'key:slow', limits, 70), 60);
+    const stalled = stall(0.6);
+    await sleep(50);
+    // Decided in memory (Redis does not answer within 250 ms), from the 60 Redis counted.
+    assert.equal(await admitted(l, 'key:slow', limits, 60), 0);
+    assert.equal(await degraded(metrics), 1, 'the instance says it is limiting in memory');
+    await stalled;
+    // Back to Redis by itself, without a request to set it going.
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 100);
+    assert.equal(await admitted(l, 'key:slow', limits, 10), 0);
+    const fallbacks = (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
+    assert.ok(fallbacks >= 60, `${fallbacks} decisions counted as taken in memory`);
+    const said = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+    assert.equal(said.filter((m) => /^Redis unreachable: rate limiting in memory/.test(m)).length, 1, 'the outage is logged once');
+    assert.equal(said.filter((m) => /^Redis reachable again/.test(m)).length, 1, 'and its end');
+  });
+
+  test('a spent day stays spent through a slow reply', async () => {
+    const l = await limiter();
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(l, 'key:day', limits, 8), 5);
+    const stalled = stall(0.6);
+    await sleep(50);
+    assert.equal(await admitted(l, 'key:day', limits, 20), 0);
+    await stalled;
+  });
+
+  test('what the fallback admitted is added to Redis when it answers again: the instance never passes the limit, nor does another', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const a = await limiter(metrics, prefix);
+    const limits = limitsOf(60, 1_000);
+    assert.equal(await admitted(a, 'key:half', limits, 30), 30);
+    const stalled = stall(0.6);
+    await sleep(50);
+    // In memory: the 30 left of the 60 Redis allowed, and no more.
+    assert.equal(await admitted(a, 'key:half', limits, 50), 30);
+    await stalled;
+    await eventually(async () => (await a.consume('key:half', limits), (await degraded(metrics)) === 0), 5_000, 100);
+    // Redis holds every admission: the 60, and possibly once more the request whose script Redis ran
+    // after the limiter had stopped waiting for it (the fallback decided it too), never fewer.
+    const counter = Number(await admin.hget(`${prefix}:{key:half}:minute`, 'c'));
+    assert.ok(counter >= 60 && counter <= 61, `Redis counts ${counter} for the 60 admitted`);
+    const b = await limiter(createMetrics(), prefix);
+    assert.equal(await admitted(b, 'key:half', limits, 5), 0, 'another instance finds the minute spent');
+  });
+
+  test('Redis decides again after a slow reply while requests keep coming, and holds every admission made meanwhile', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const l = await limiter(metrics, prefix);
+    const limits = limitsOf(900, 100_000);
+    let running = true;
+    let admittedAll = 0;
+    const worker = async () => {
+      while (running) {
+        if ((await l.consume('key:busy', limits)).allowed) admittedAll++;
+        await new Promise((resolve) => setImmediate(resolve)); // as requests arriving over sockets do
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    await sleep(100);
+    await stall(0.4);
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    running = false;
+    await Promise.all(workers);
+    const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
+    assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
+  });
+
+  test('one instance cut off from Redis while another counts on: what it admitted alone is added to what Redis counted meanwhile', async () => {
+    const metricsA = createMetrics();
+    const prefix = newKeyPrefix();
+    const proxy = await TcpProxy.start('127.0.0.1', redis.port);
+    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics: metricsA });
+    opened.push(a);
+    const b = await limiter(createMetrics(), prefix);
+    const limits = limitsOf(60, 1_000);
+    try {
+      assert.equal(await admitted(a, 'key:split', limits, 10), 10);
+      proxy.cut();
+      assert.equal(await admitted(a, 'key:split', limits, 5), 5, 'a, alone, admits from the 10 it saw');
+      assert.equal(await admitted(b, 'key:split', limits, 20), 20, 'b counts on in Redis');
+      proxy.heal();
+      await eventually(async () => (await degraded(metricsA)) === 0, 10_000, 100);
+      assert.equal(
+        Number(await admin.hget(`${prefix}:{key:split}:minute`, 'c')),
+        35,
+        '10 + 20 counted in Redis, and the 5 a admitted alone',
+      );
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('a minute that turns while an instance is cut off loses nothing of the day it admitted meanwhile', async (t) => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const proxy = await TcpProxy.start('127.0.0.1', redis.port);
+    t.after(() => proxy.close());
+    const saved = clock.ms;
+    t.after(() => (clock.ms = saved));
+    clock.ms = Date.UTC(2030, 0, 15, 10, 40, 50);
+    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics });
+    opened.push(a);
+    const limits = limitsOf(100, 1_000);
+    assert.equal(await admitted(a, 'key:turn', limits, 10), 10);
+    proxy.cut();
+    assert.equal(await admitted(a, 'key:turn', limits, 5), 5);
+    clock.ms = Date.UTC(2030, 0, 15, 10, 41, 5); // the next minute, still cut off
+    assert.equal(await admitted(a, 'key:turn', limits, 7), 7);
+    proxy.heal();
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:day`, 'c')), 22, 'the day holds all 22');
+    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:minute`, 'c')), 7, 'the new minute its 7');
+  });
+
+  test('a Redis restarted between two requests is brought up to date when the connection comes back, before anyone asks', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const l = await limiter(metrics, prefix);
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(l, 'key:quiet', limits, 5), 5);
+    await redis.kill();
+    redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
+    await eventually(async () => Number(await admin.hget(`${prefix}:{key:quiet}:day`, 'c').catch(() => 0)) === 5, 10_000, 100);
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    assert.equal(await admitted(await limiter(createMetrics(), prefix), 'key:quiet', limits, 1), 0);
+  });
+
+  test("the fallback keeps Redis's clock: an instance clock that jumps moves no window", async (t) => {
+    const prefix = newKeyPrefix();
+    const l = new RedisRateLimiter({
+      urls: [`redis://127.0.0.1:${redis.port}`],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+    });
+    opened.push(l);
+    await l.ready();
+    const redisNow = async () => {
+      const [seconds, micros] = (await admin.call('TIME')) as [string, string];
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    await l.consume('key:clock', limitsOf(100, 1_000));
+    const real = Date.now;
+    t.after(() => (Date.now = real));
+    Date.now = () => real() - 3_600_000; // the instance's clock an hour behind
+    const drift = Math.abs(l.now() - (await redisNow()));
+    Date.now = real;
+    assert.ok(drift < 1000, `the limiter's clock is ${drift} ms from Redis's`);
+  });
+
+  test("instances share a key's first refusal of a window, and its counts, through Redis", async () => {
+    const prefix = newKeyPrefix();
+    const [a, b] = [await limiter(createMetrics(), prefix), await limiter(createMetrics(), prefix)];
+    const until = clock.ms + 30_000;
+    const first = await a.firstMark('refusals:key:x:minute:1', until);
+    assert.equal(first, clock.ms);
+    const saved = clock.ms;
+    clock.ms += 700;
+    try {
+      assert.equal(await b.firstMark('refusals:key:x:minute:1', until), first, 'b finds the mark a made');
+      assert.equal(await b.firstMark('refusals:key:x:minute:2', until), clock.ms, 'another period has its own');
+    } finally {
+      clock.ms = saved;
+    }
+    const limits = limitsOf(10, 100);
+    await admitted(a, 'key:counts', limits, 3);
+    const seen = await b.consume('key:counts', limits);
+    assert.deepEqual(
+      seen.windows.map((w) => w.remaining),
+      [6, 96],
+    );
+    assert.deepEqual(
+      (await b.peek('key:counts', limits)).windows.map((w) => w.remaining),
+      [6, 96],
+      'a look counts nothing',
+    );
+  });
+
+  test("a busy key's block that no request comes back for is handed back within a second or two, by the limiter itself", async () => {
+    const prefix = newKeyPrefix();
+    const l = await limiter(createMetrics(), prefix);
+    const limits = limitsOf(2_000_000, 100_000_000);
+    await admitted(l, 'key:left', limits, 40);
+    const counted = async () => Number(await admin.hget(`${prefix}:{key:left}:minute`, 'c'));
+    assert.ok((await counted()) > 40, 'a block is held');
+    const saved = clock.ms;
+    try {
+      // The limiter's sweep reads the clock: it moves on past the block's lifetime, as real time would.
+      clock.ms += 1500;
+      await eventually(async () => (await counted()) === 40, 5_000, 100);
+    } finally {
+      clock.ms = saved;
+    }
+  });
+
+  test('a Redis restarted empty is brought back up to what the instances saw: no fresh day, and at most N days across N instances', async () => {
+    const [metricsA, metricsB] = [createMetrics(), createMetrics()];
+    const prefix = newKeyPrefix();
+    const a = await limiter(metricsA, prefix);
+    const b = await limiter(metricsB, prefix);
+    const limits = limitsOf(100, 5);
+    assert.equal(await admitted(a, 'key:restart', limits, 5), 5);
+    assert.equal(await admitted(b, 'key:other', limits, 1), 1, 'b talks to Redis too');
+
+    await redis.kill(); // it keeps nothing on disk: it comes back empty
+    // During the outage each instance decides alone: a from the 5 it saw, b (which never saw the
+    // key) from nothing: the documented bound, N times the limit across N instances.
+    assert.equal(await admitted(a, 'key:restart', limits, 5), 0);
+    assert.equal(await admitted(b, 'key:restart', limits, 10), 5);
+
+    redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
+    await eventually(async () => (await degraded(metricsA)) === 0 && (await degraded(metricsB)) === 0, 10_000, 100);
+    const day = Number(await admin.hget(`${prefix}:{key:restart}:day`, 'c'));
+    assert.ok(day >= 5, `Redis came back empty and was brought up to ${day}, not to the 5 spent`);
+    // A third instance that saw nothing of it finds the day spent.
+    const c = await limiter(createMetrics(), prefix);
+    assert.equal(await admitted(c, 'key:restart', limits, 3), 0);
+    assert.equal(await admitted(a, 'key:restart', limits, 3), 0);
+    assert.equal(await admitted(b, 'key:restart', limits, 3), 0);
+  });
+});
