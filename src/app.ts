@@ -147,6 +147,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
       cacheTtlMs: config.keyCacheTtlMs,
     }),
     anonymousPerMinute: config.anonymousPerMinute,
+    docsPerMinute: config.docsPerMinute,
     metrics,
   });
   if (deps.describeRoutes) await (await import('./http/contract/openapi.ts')).registerOpenApi(app, API_PREFIX);
@@ -164,7 +165,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     publicBaseUrl: config.publicBaseUrl,
     onRoutes: (allow) => (apiMethods = allow),
   });
-  await app.register(docs, { limit: guard.keyless });
+  await app.register(docs, { limit: guard.docs });
   await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });
   await app.register(root);
   return app;

@@ -215,6 +215,17 @@ export const VARIABLES = [
     app: true,
   }),
   variable({
+    env: 'DOCS_RATE_LIMIT_PER_MINUTE',
+    field: 'docsPerMinute',
+    schema: Schema.Integer({ minimum: 1, maximum: 1_000_000 }),
+    default: 300,
+    description:
+      'Per-address limit for the documentation: `/docs`, its scripts, and `/v1/openapi.json` without a valid key. A bucket ' +
+      "of its own, apart from `ANONYMOUS_RATE_LIMIT_PER_MINUTE`'s: a first view of the page costs four requests, a later " +
+      'one one or two. See docs/rate-limits.md.',
+    app: true,
+  }),
+  variable({
     env: 'BAN_THRESHOLD',
     field: 'banThreshold',
     schema: Schema.Integer({ minimum: 1, maximum: 1_000_000 }),

@@ -1,14 +1,17 @@
 /**
  * The documentation page in a real browser (Debian's Chromium driven by playwright-core, offline:
- * everything comes from this server): it renders the three operations and their request samples in
- * curl and JavaScript, and its console sends `GET /v1/pets` with the key typed into the page and shows
- * the 200 answer with the pets; no request leaves the server's origin and nothing breaks the page's
+ * everything comes from this server): it renders the three operations, and only those, with their
+ * request samples in curl and JavaScript, shows the int64 range digit for digit and never a rounded
+ * one, and its console sends `GET /v1/pets` with the key typed into the page and shows the 200 answer
+ * with the pets; no request leaves the server's origin and nothing breaks the page's
  * Content-Security-Policy; a link to `#operation/<operationId>` lands on that operation. A screenshot
- * of the console's answer is saved as a test artifact (test-artifacts/docs.png).
+ * of the console's answer is saved as a test artifact (test-artifacts/docs.png). And the page can be
+ * viewed 60 times within one minute from one address, every view rendering.
  */
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
 import { call, startTestServer } from '../support/servers.ts';
 import { chromiumPresent, launchChromium } from '../support/browser.ts';
 
@@ -60,6 +63,21 @@ test(
       await section(method, path).scrollIntoViewIfNeeded();
       await section(method, path).getByText(summary).first().waitFor();
     }
+    // Those three and nothing else: no HEAD, OPTIONS or document entries ("Methods of this path").
+    assert.deepEqual(await operationSections(page), ['GET /pets', 'POST /pets', 'GET /pets/{petId}']);
+    assert.equal(await page.getByText('Methods of this path').count(), 0);
+
+    // int64 ids: the range digit for digit, as the document says it; never 2^63 - 1 rounded as a double
+    // (9223372036854776000), which a reader would copy and get a 400 for.
+    const getPet = section('GET', '/pets/{petId}');
+    await getPet.scrollIntoViewIfNeeded();
+    assert.match(await getPet.innerText(), /petId[^]*1 to 9223372036854775807/);
+    const createPet = section('POST', '/pets');
+    await createPet.scrollIntoViewIfNeeded();
+    assert.match(await createPet.innerText(), /categoryId[^]*1 to 9223372036854775807/);
+    assert.doesNotMatch(await page.locator('body').innerText(), /9223372036854776000|9\.223372036854776e\+?18/);
+    // The introduction names the default page size.
+    assert.match(await page.locator('body').innerText(), /returns 20 pets unless limit asks/);
 
     await listPets.scrollIntoViewIfNeeded();
     // Its request sample: curl first, then JavaScript's fetch picked in the sample's client menu.
@@ -112,3 +130,68 @@ test(
     assert.deepEqual(pageErrors, [], 'the page threw');
   },
 );
+
+/** The operations the page shows, as `METHOD /path`, in the order shown. */
+async function operationSections(page: Page): Promise<string[]> {
+  // A string, not a function: the expression runs in the page, whose DOM types this project does not load.
+  const ids = (await page.evaluate(`[...document.querySelectorAll('[id*="/tag/"]')].map((e) => e.id)`)) as string[];
+  return [...new Set(ids.map((id) => /\/tag\/[^/]+\/([A-Z]+)(\/[^.]*)$/.exec(id)).flatMap((m) => (m ? [`${m[1]} ${m[2]}`] : [])))];
+}
+
+/**
+ * 60 views of the page from one address within one minute: the server's clock is the test's and does
+ * not move, so every request falls in one minute window. Each of six browsers (contexts, with caches of
+ * their own) opens the page cold once and nine times more, as readers in one office behind one address
+ * would. The page, its scripts and the document share the documentation's own bucket
+ * (DOCS_RATE_LIMIT_PER_MINUTE), never the keyless API requests' 60: before, each view spent two of
+ * those 60, and the 31st showed a raw 429.
+ */
+test('the page can be viewed 60 times within one minute from one address, every view rendering', { timeout: 900_000 }, async (t) => {
+  if (!chromiumPresent(t)) return;
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const startedAt = server.clock.now();
+  const browser = await launchChromium();
+  t.after(() => browser.close());
+
+  const refused: string[] = [];
+  let requests = 0;
+  const views = async (browser: Browser, count: number): Promise<number> => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      page.on('response', (r) => {
+        requests++;
+        if (r.status() === 429) refused.push(r.url());
+      });
+      let rendered = 0;
+      for (let i = 0; i < count; i++) {
+        const res = await page.goto(`${server.url}/docs`, { waitUntil: 'commit' });
+        assert.equal(res?.status(), 200);
+        await page.locator('[id$="/GET/pets"]').first().getByText('List animals').first().waitFor({ timeout: 120_000 });
+        rendered++;
+      }
+      return rendered;
+    } finally {
+      await context.close();
+    }
+  };
+  // Two browsers at a time: the machine has two cores.
+  const rendered: number[] = [];
+  for (let round = 0; round < 3; round++) rendered.push(...(await Promise.all([views(browser, 10), views(browser, 10)])));
+
+  assert.equal(
+    rendered.reduce((a, b) => a + b),
+    60,
+  );
+  assert.deepEqual(refused, [], 'no answer was a 429');
+  assert.equal(server.clock.now(), startedAt, 'all in one minute window of the server');
+  const page = await call(server, 'GET', '/docs');
+  const spent = 300 - Number(page.headers.get('x-ratelimit-remaining'));
+  assert.ok(spent > 60, `the views cost ${spent} requests of the documentation's bucket, more than the keyless API's 60`);
+  // The keyless API bucket of the address is untouched.
+  const api = await call(server, 'GET', '/v1/pets');
+  assert.equal(api.status, 401);
+  assert.equal(api.headers.get('x-ratelimit-remaining'), '59');
+  console.log(`# 60 views rendered; ${requests} answers to the browsers, ${spent} requests charged to the documentation's bucket`);
+});

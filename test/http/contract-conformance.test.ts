@@ -3,7 +3,9 @@
  * requests, and every answer is checked against the committed OpenAPI document (openapi.json) by Ajv
  * compiling the document's own schemas: the status is one the operation declares, the body validates
  * against the declared schema of that status, and the headers the document declares for it are sent
- * (the rate-limit headers on every answer) with values of their declared types.
+ * (the rate-limit headers on every answer) with values of their declared types. HEAD is held to its
+ * GET's declaration without a body; OPTIONS and the document itself, which the document describes in
+ * words rather than as operations, to what its introduction says.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -50,7 +52,11 @@ const pointer = (...parts: string[]) => '#/' + parts.map((p) => p.replaceAll('~'
 function responseSpec(method: string, path: string, status: number): { spec: any; where: string } | 'undeclared' | undefined {
   const pathOnly = path.split('?')[0]!;
   const known = operations.filter((o) => o.template.test(pathOnly));
-  const op = known.find((o) => o.method === method);
+  // The document's own path answers other methods with the shared 405 too.
+  if (pathOnly === '/v1/openapi.json' && status === 405)
+    return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
+  // HEAD answers as GET does, without the body (the document's introduction says so).
+  const op = known.find((o) => o.method === (method === 'HEAD' ? 'GET' : method));
   if (op) {
     const spec = document.paths[op.path][op.method.toLowerCase()].responses[String(status)];
     if (!spec) return 'undeclared';
@@ -60,6 +66,28 @@ function responseSpec(method: string, path: string, status: number): { spec: any
   }
   if (known.length && status === 405)
     return { spec: document.components.responses.MethodNotAllowed, where: '#/components/responses/MethodNotAllowed' };
+  return undefined;
+}
+
+/**
+ * Answers the introduction describes in words, not as operations: OPTIONS on a documented path (204
+ * with `Allow`) and the document itself (`GET /v1/openapi.json`, with its ETag). Checked here as said
+ * there; undefined for any other answer.
+ */
+function describedInWords(method: string, path: string, res: Response, text: string): string | undefined {
+  const pathOnly = path.split('?')[0]!;
+  const described = pathOnly === '/v1/openapi.json' || operations.some((o) => o.template.test(pathOnly));
+  if (method === 'OPTIONS' && res.status === 204 && described) {
+    assert.match(document.info.description, /`OPTIONS` answers 204 with `Allow`/);
+    assert.match(res.headers.get('allow') ?? '', /^[A-Z]+(, [A-Z]+)*$/);
+    return text;
+  }
+  if (pathOnly === '/v1/openapi.json' && (method === 'GET' || method === 'HEAD') && (res.status === 200 || res.status === 304)) {
+    assert.match(document.info.description, /`GET \/v1\/openapi\.json`, no key needed/);
+    assert.match(res.headers.get('etag') ?? '', /^"[A-Za-z0-9_-]+"$/);
+    if (method === 'GET' && res.status === 200) assert.equal(JSON.parse(text).openapi, '3.1.0');
+    return text;
+  }
   return undefined;
 }
 
@@ -73,13 +101,16 @@ async function checkAnswer(url: string, method: string, path: string, init: Requ
   checked++;
   statusesSeen.add(`${method} ${path.split('?')[0]!.replace(/\/v1\/pets\/.+/, '/v1/pets/{id}')} ${res.status}`);
   if (path.startsWith('/v1')) for (const name of ALWAYS) assert.ok(res.headers.has(name), `missing ${name}: ${label}`);
+  if (describedInWords(method, path, res, text) !== undefined) return;
   const found = responseSpec(method, path, res.status);
   assert.notEqual(found, 'undeclared', `status not declared for this operation: ${label}`);
   if (found === undefined || found === 'undeclared') {
     // Outside /v1 (the documentation page, `/` leading to it) the document describes nothing.
     if (!path.startsWith('/v1') && res.status < 400) return;
-    // Paths under /v1 the document does not describe (unknown routes) answer in the ErrorBody shape.
+    // Paths under /v1 the document does not describe (unknown routes), and refusals of the document
+    // itself, answer in the ErrorBody shape (HEAD: without the body).
     assert.ok(res.status >= 400 && res.status < 500, `undocumented success: ${label}`);
+    if (method === 'HEAD') return assert.equal(text, '', label);
     const validate = ajv.getSchema('openapi.json#/components/schemas/ErrorBody')!;
     assert.ok(validate(JSON.parse(text)), `ErrorBody shape: ${label}: ${ajv.errorsText(validate.errors)}`);
     return;

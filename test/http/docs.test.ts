@@ -2,7 +2,9 @@
  * The documentation page: its own Content-Security-Policy and the renderer's configuration, which
  * keeps it on this origin. The renderer is served from assets/ as built: the brotli or gzip copy when
  * the client accepts it, the plain file otherwise, each with its own ETag, under a path that names its
- * version and cached for a year; the pages are limited per address like keyless API requests.
+ * version and cached for a year. The pages, and the OpenAPI document fetched without a key, are limited
+ * per address in a bucket of their own, apart from keyless API requests; the document is cached for a
+ * minute and revalidated with its ETag.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -24,7 +26,7 @@ describe('GET /docs/scalar.standalone.<version>.js', () => {
   let server: TestServer;
   let path: string;
   before(async () => {
-    server = await startTestServer({ anonymousPerMinute: 1000 });
+    server = await startTestServer({ docsPerMinute: 1000 });
     const page = (await request(`${server.url}/docs`, {})).body;
     const src = /<script src="([^"]+)"><\/script>/.exec(page)?.[1];
     assert.match(src ?? '', /^\/docs\/scalar\.standalone\.[A-Za-z0-9_-]{22}\.js$/, 'the page names the renderer by its version');
@@ -75,7 +77,7 @@ describe('GET /docs/scalar.standalone.<version>.js', () => {
 describe('GET /docs', () => {
   let server: TestServer;
   before(async () => {
-    server = await startTestServer({ anonymousPerMinute: 1000 });
+    server = await startTestServer({ docsPerMinute: 1000 });
   });
   after(() => server.close());
 
@@ -125,7 +127,7 @@ describe('GET /docs', () => {
 });
 
 test("links to #operation/<operationId> are mapped to the renderer's anchors by a script from this origin", async (t) => {
-  const server = await startTestServer({ anonymousPerMinute: 1000 });
+  const server = await startTestServer({ docsPerMinute: 1000 });
   t.after(() => server.close());
   const page = (await request(`${server.url}/docs`, {})).body;
   const tag = /<script src="(\/docs\/anchors\.[A-Za-z0-9_-]{22}\.js)" data-anchors="([^"]+)"><\/script>/.exec(page);
@@ -171,20 +173,57 @@ test("the renderer's coding is chosen as RFC 9110 weighs Accept-Encoding, and it
   assert.equal(other.status, 200, "the identity file's tag does not match the br file");
 });
 
-test('the documentation is limited per address like keyless API requests', async (t) => {
-  const server = await startTestServer({ anonymousPerMinute: 3 });
+test('the documentation has its own bucket per address, apart from keyless API requests', async (t) => {
+  const server = await startTestServer({ anonymousPerMinute: 2, docsPerMinute: 4 });
   t.after(() => server.close());
+  // Failed API calls without a key spend the API's bucket, not the documentation's.
+  for (let i = 0; i < 3; i++) await request(`${server.url}/v1/pets`, {});
+  assert.equal((await request(`${server.url}/v1/pets`, {})).status, 429, "the API's bucket is spent");
+
   const page = await request(`${server.url}/docs`, {});
   assert.equal(page.status, 200);
-  assert.equal(page.headers['x-ratelimit-limit'], '3');
-  assert.equal(page.headers['x-ratelimit-remaining'], '2');
+  assert.equal(page.headers['x-ratelimit-limit'], '4');
+  assert.equal(page.headers['x-ratelimit-remaining'], '3');
   const src = /<script src="([^"]+)"><\/script>/.exec(page.body)![1]!;
   assert.equal((await request(`${server.url}${src}`, { headers: { 'accept-encoding': 'br' } })).status, 200);
-  // The same bucket as keyless API requests from this address.
-  assert.equal((await request(`${server.url}/v1/pets`, {})).status, 401);
+  // The document without a key is charged to the same bucket as the page.
+  const document = await request(`${server.url}/v1/openapi.json`, {});
+  assert.equal(document.status, 200);
+  assert.equal(document.headers['x-ratelimit-limit'], '4');
+  assert.equal(document.headers['x-ratelimit-remaining'], '1');
+  assert.equal((await request(`${server.url}/docs`, {})).status, 200);
   const refused = await request(`${server.url}${src}`, { headers: { 'accept-encoding': 'br' } });
   assert.equal(refused.status, 429);
   assert.equal(JSON.parse(refused.body).code, 'rate_limited');
   assert.ok(Number(refused.headers['retry-after']) >= 1);
   assert.ok(refused.bytes.length < 4096, 'a refusal is small');
+  assert.equal((await request(`${server.url}/v1/openapi.json`, {})).status, 429);
+
+  // A valid key's requests for the document are charged to the key, as every request with one is.
+  const key = await server.key();
+  const keyed = await request(`${server.url}/v1/openapi.json`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(keyed.status, 200);
+  assert.equal(keyed.headers['x-ratelimit-limit'], '60');
+
+  // Both buckets start again with the next minute.
+  server.clock.advance(60_000);
+  assert.equal((await request(`${server.url}/v1/pets`, {})).status, 401);
+  assert.equal((await request(`${server.url}/docs`, {})).status, 200);
+});
+
+test('the OpenAPI document is cached for a minute by the browser and revalidated with its ETag', async (t) => {
+  const server = await startTestServer();
+  t.after(() => server.close());
+  const first = await request(`${server.url}/v1/openapi.json`, { headers: { 'accept-encoding': 'br' } });
+  assert.equal(first.status, 200);
+  assert.equal(first.headers['cache-control'], 'private, max-age=60');
+  const again = await request(`${server.url}/v1/openapi.json`, {
+    headers: { 'accept-encoding': 'br', 'if-none-match': first.headers.etag! },
+  });
+  assert.equal(again.status, 304);
+  assert.equal(again.bytes.length, 0);
+  assert.equal(again.headers['cache-control'], 'private, max-age=60');
+  assert.equal(again.headers.etag, first.headers.etag);
+  // The API's own answers are still never stored.
+  assert.equal((await request(`${server.url}/v1/pets`, {})).headers['cache-control'], 'no-store');
 });

@@ -62,6 +62,7 @@ test('an empty environment gives the defaults', () => {
     sqliteLockWaitMs: 2000,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
+    docsPerMinute: 300,
     banThreshold: 20,
     banDurationSeconds: 900,
     banGraceMs: 1000,

@@ -22,7 +22,16 @@ export function addressSubject(address: string): string {
   return `addr:${addressBucket(address)}`;
 }
 
-/** The one window of requests without a valid key (ANONYMOUS_RATE_LIMIT_PER_MINUTE). */
+/**
+ * The limiter subject of the documentation (the page, its scripts, the OpenAPI document fetched
+ * without a key) for a client address: a bucket of its own, so that reading the docs and failed
+ * API calls never spend each other's.
+ */
+export function docsSubject(address: string): string {
+  return `docs:${addressBucket(address)}`;
+}
+
+/** The one window of requests without a valid key (ANONYMOUS_RATE_LIMIT_PER_MINUTE, DOCS_RATE_LIMIT_PER_MINUTE). */
 export function anonymousLimits(perMinute: number): WindowLimit[] {
   return [{ name: 'minute', limit: perMinute, windowMs: MINUTE_MS }];
 }

@@ -16,7 +16,7 @@ import { TtlCache } from '../../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../../limits/limiter.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { AuthResult, KeyAuthenticator } from './key-authenticator.ts';
-import { addressSubject, anonymousLimits } from './address-limits.ts';
+import { addressSubject, anonymousLimits, docsSubject } from './address-limits.ts';
 import { ApiError } from '../contract/api-error.ts';
 import { applyRateLimitHeaders, secondsUntil } from './rate-limit-headers.ts';
 
@@ -29,6 +29,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Served without a key (the key is still charged when a valid one is sent). */
     public?: boolean;
+    /** Part of the documentation: without a valid key, charged to the address's documentation bucket. */
+    docs?: boolean;
   }
 }
 
@@ -37,6 +39,8 @@ export interface GuardOptions {
   limiter: RateLimiter;
   bans: KeyBans;
   anonymousPerMinute: number;
+  /** The documentation's own per-address limit (DOCS_RATE_LIMIT_PER_MINUTE). */
+  docsPerMinute: number;
   metrics: Metrics;
 }
 
@@ -100,13 +104,14 @@ export interface Guard {
    * hook, which ends with done(error) where the others throw.
    */
   api: (request: FastifyRequest, reply: FastifyReply, done: HookDone) => void;
-  /** For keyless routes outside /v1 (the documentation): the address's rate limit only. */
-  keyless: GuardHook;
+  /** For the documentation outside /v1 (the page, its scripts): the address's documentation bucket only. */
+  docs: GuardHook;
 }
 
 export function createGuard(options: GuardOptions): Guard {
   const { authenticator, limiter, bans, metrics } = options;
   const anonymous = anonymousLimits(options.anonymousPerMinute);
+  const docs = anonymousLimits(options.docsPerMinute);
   /** Addresses past their limit that were let through to a store lookup within the last second. */
   const spentLookups = new TtlCache<string, true>({ ttlMs: SECOND_MS });
 
@@ -175,13 +180,21 @@ export function createGuard(options: GuardOptions): Guard {
     const auth = known ?? (await authenticateGuarded(request, reply));
     if (auth.key) return guardKey(request, reply, auth.key);
     request.refusedKeyId = auth.keyId;
-    await chargeAddress(request, reply);
+    if (request.routeOptions.config.docs) await chargeDocs(request, reply);
+    else await chargeAddress(request, reply);
     if (!request.routeOptions.config.public) throw auth.failure;
   }
 
   /** Charges the client's address (its /64 for IPv6); throws the 429 when it has no room left. */
   async function chargeAddress(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const decision = await limiter.consume(addressSubject(request.client), anonymous);
+    applyRateLimitHeaders(reply, decision);
+    if (!decision.allowed) throw refuseAddress(decision);
+  }
+
+  /** Charges the address's documentation bucket; throws the 429 when it has no room left. */
+  async function chargeDocs(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const decision = await limiter.consume(docsSubject(request.client), docs);
     applyRateLimitHeaders(reply, decision);
     if (!decision.allowed) throw refuseAddress(decision);
   }
@@ -220,7 +233,7 @@ export function createGuard(options: GuardOptions): Guard {
       if (auth?.key && guardKeyNow(request, reply, auth.key, done)) return;
       guardApi(request, reply, auth).then(() => done(), done);
     },
-    keyless: chargeAddress,
+    docs: chargeDocs,
   };
 }
 

@@ -4,7 +4,8 @@
  * registered before this plugin, so `Allow` can never disagree with the router. Neither answer needs
  * a key: both only restate the public OpenAPI document. They are still rate-limited like everything
  * under /v1. The routes themselves are hidden from @fastify/swagger (one route serves many methods);
- * openapi.ts declares their answers on every documented path: OPTIONS, and the 405 as a shared response.
+ * the document says what OPTIONS does in its introduction, and lists the 405 on every operation as a
+ * shared response (openapi.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError, noResourceError } from '../contract/api-error.ts';

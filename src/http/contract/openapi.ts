@@ -6,31 +6,30 @@
  * generating the document at run time held some 3 MB of memory for an answer that never changes.
  *
  * The layout is the interface's: every server's URL ends in /v1 and the paths are relative to it
- * (`/pets`, `/pets/{petId}`, `/openapi.json`), so a generated client given a base URL ending in /v1
- * calls the right URLs. The routes stay registered under /v1; @fastify/swagger strips the servers'
- * path from them (its `stripBasePath`).
+ * (`/pets`, `/pets/{petId}`), so a generated client given a base URL ending in /v1 calls the right
+ * URLs. The routes stay registered under /v1; @fastify/swagger strips the servers' path from them (its
+ * `stripBasePath`). The document has the interface's three operations and no others: HEAD, OPTIONS
+ * and the document's own route are said in words (the introduction, the shared 405), so generated
+ * clients get three methods and the docs page three entries.
  *
  * What the route schemas cannot say is completed here, once for every operation: the shared headers
- * and error responses (components), the HEAD and OPTIONS answers and the 405 every path gives, and the
- * int64 limits and extension.
+ * and error responses (components), the 405 every path gives, and the int64 extension.
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { isDeepStrictEqual } from 'node:util';
 import { INT64_MAX } from '../../domain/int64.ts';
-import { ERROR_CODES } from './api-error.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../domain/page.ts';
 import {
   ERROR_STATUSES,
   HEADER_MARK,
   HEADERS,
   headersFor,
-  KEYLESS_ERRORS,
   PARAMETER_MARK,
   PARAMETERS,
   type HeaderKey,
   type ParameterKey,
 } from './responses.ts';
-import { allowField } from '../api/method-not-allowed.ts';
 import { ListPetsQuery, SHARED_SCHEMAS } from './schemas.ts';
 
 /**
@@ -39,53 +38,71 @@ import { ListPetsQuery, SHARED_SCHEMAS } from './schemas.ts';
  */
 export const INT64_EXTENSION = 'x-int64-exact';
 
-const ERROR_CODE_LIST = Object.keys(ERROR_CODES)
-  .map((c) => `\`${c}\``)
-  .join(', ');
+/** The tag that holds the rate limits' mechanics: a section of its own, after the operations. */
+const RATE_LIMITS_TAG = 'Rate limits';
+/** The docs page's anchor of that section (the renderer's slug of a tag). */
+const RATE_LIMITS_ANCHOR = '#tag/rate-limits';
 
-/** The document's introduction: Markdown paragraphs, each written as lines joined with spaces. */
+/**
+ * The document's introduction, the first thing the docs page shows: what a client needs before its
+ * first call, a sentence or two each. The mechanics of rate limits and bans are in their own section
+ * (RATE_LIMITS), which the introduction links to.
+ */
 const DESCRIPTION = [
   'Browse, add and look up animals available for adoption.',
   [
-    '**Base URL.** Every path is relative to a base URL whose path ends in `/v1` (see the servers): `GET /pets` is',
-    '`GET https://<host>/v1/pets`. Give a generated client the base URL with its `/v1`. The URLs the service sends',
-    '(the next page in `Link`, a created pet in `Location`) are paths starting with `/v1` unless the operator set',
-    'the public base URL (`PUBLIC_BASE_URL`, for a deployment under a path prefix): resolve them against the URL of',
-    'the request.',
-  ].join(' '),
-  [
-    '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`, except this document',
-    'and `OPTIONS`. Keys are issued by the operator (`petstore keys create`); production keys start with `pet_live_`,',
-    'staging keys with `pet_test_`, and a server accepts only keys of its own environment.',
-  ].join(' '),
-  [
-    '**Rate limits.** Each key has a per-minute and a per-day window (Free 60/1,000; Pro 300/10,000; Business',
-    '1,000/100,000; Enterprise per key). Windows are fixed and aligned to UTC: minutes reset on the whole minute,',
-    'days at midnight UTC. Every response under /v1 carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and',
-    '`X-RateLimit-Reset` for the window nearest exhaustion, plus the IETF `RateLimit-Policy` and `RateLimit` fields',
-    'for every window. Requests without a valid key are limited per client address, and so are answers given before',
-    'a key is read (a request that is not well-formed HTTP, too slow, or with headers too large: 400, 408, 431); a',
-    "CORS preflight carries the address's headers but is never counted or refused. Beyond a limit the answer is",
-    '429 `rate_limited` with `Retry-After` (whole seconds until the refusing window resets); refused requests do',
-    'not consume quota. A key that keeps sending after 429s is temporarily banned (by default for 15 minutes):',
-    "refusals count toward a ban only when they arrive at least a second (by default) after the key's first",
-    'refusal, so requests already in flight never do, and 20 counted refusals within one minute window ban the key.',
-    'Every request then gets 429 `key_banned` with `Retry-After` until the ban ends, and rate-limit headers that',
-    'describe the ban (remaining 0, reset at its end). Back off exponentially and honour `Retry-After`.',
-  ].join(' '),
-  [
-    '**Errors.** Every error, on any path, is `application/json` with the `ErrorBody` shape `{code, message, status}`',
-    `(and \`details\` for validation errors). The codes of this version: ${ERROR_CODE_LIST}. Later 1.x versions may`,
-    'add codes and fields: act on the HTTP status when a code is unknown, and ignore unknown fields.',
-    'Any other method on a known path is a 405 with `Allow`; an unknown path is a 404.',
-  ].join(' '),
-  [
-    '**Numbers.** `id`, `categoryId` and `petId` are int64 and are written as plain JSON numbers over their whole',
-    `range, up to ${INT64_MAX}. Values above 2^53 - 1 lose precision in a JSON reader that makes every number a`,
-    "double (JavaScript's `JSON.parse`): such fields carry `format: int64` and the extension",
-    `\`${INT64_EXTENSION}: true\`; read them with a reader that keeps 64-bit integers exact (BigInt, int64, long).`,
-  ].join(' '),
+    '- **Base URL**: paths are relative to a base URL ending in `/v1` (see the servers): `GET /pets` is',
+    '`GET https://<host>/v1/pets`. Give a generated client the base URL with its `/v1`.',
+    '- **Authentication**: `Authorization: Bearer <key>` on every operation. Keys come from the operator',
+    '(`petstore keys create`): `pet_live_...` in production, `pet_test_...` in staging.',
+    `- **Paging**: \`GET /pets\` returns ${DEFAULT_PAGE_SIZE} pets unless \`limit\` asks for 1 to ${MAX_PAGE_SIZE}, by ascending`,
+    'id. The next page is the URL in the `Link: <...>; rel="next"` header (resolve it against the request\'s URL).',
+    '- **Rate limits**: per key, per minute and per day (Free: 60 a minute, 1,000 a day). Every answer carries',
+    '`X-RateLimit-Remaining` and `X-RateLimit-Reset`; past a limit, 429 with `Retry-After`. Wait that long: a key',
+    `that keeps sending after 429s is banned for a while. [How limits and bans work](${RATE_LIMITS_ANCHOR}).`,
+    '- **Errors**: always JSON `{code, message, status}`; act on the HTTP status when a `code` is new to you.',
+    `- **Large ids**: \`id\`, \`categoryId\` and \`petId\` are int64, up to ${INT64_MAX}. JavaScript's \`JSON.parse\``,
+    'rounds integers above 2^53 - 1: read them as BigInt (recipes per client: docs/api-document.md).',
+    '- **Other methods**: `HEAD` wherever `GET` is (headers only); `OPTIONS` answers 204 with `Allow`, no key',
+    'needed; any other method is a 405. This document is `GET /v1/openapi.json`, no key needed.',
+  ]
+    .join(' ')
+    .replaceAll(' - **', '\n- **'),
 ].join('\n\n');
+
+/** The rate limits' mechanics, for the section the introduction links to. */
+const RATE_LIMITS = [
+  [
+    '**Windows.** Each key has a per-minute and a per-day window (Free 60 and 1,000; Pro 300 and 10,000; Business',
+    '1,000 and 100,000; Enterprise set per key). Windows are fixed and aligned to UTC: minutes reset on the whole',
+    'minute, days at midnight UTC. A refused request uses no quota.',
+  ],
+  [
+    '**Headers.** Every answer under `/v1` carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`',
+    '(Unix seconds) for the window nearest exhaustion, and the IETF `RateLimit-Policy` and `RateLimit` fields for every',
+    'window.',
+  ],
+  [
+    '**Beyond a limit**: 429 `rate_limited`, with `Retry-After` in whole seconds until the refusing window resets. Wait',
+    'that long; if refused again, wait longer each time (exponential backoff with jitter).',
+  ],
+  [
+    '**Bans.** A key that keeps sending after 429s is banned, by default for 15 minutes. A refusal counts toward a ban',
+    "only when it arrives at least a second (by default) after the key's first refusal in its window, so requests",
+    'already in flight never do; 20 counted refusals within one minute window ban the key. Until the ban ends every',
+    'request with the key gets 429 `key_banned` with `Retry-After`, and rate-limit headers that describe the ban',
+    '(remaining 0, reset at its end).',
+  ],
+  [
+    '**Without a key.** Requests without a valid key are limited per client address (by default 60 a minute), and so',
+    'are answers given before a key is read (not well-formed HTTP, too slow, headers too large: 400, 408, 431). A CORS',
+    "preflight carries the address's headers but is never counted or refused. The documentation, `/docs` and this",
+    'document fetched without a key, has its own limit per address (by default 300 requests a minute), so reading it',
+    "and calling the API never spend each other's.",
+  ],
+]
+  .map((lines) => lines.join(' '))
+  .join('\n\n');
 
 /** Every server is public: the OWASP ruleset's inventory rule asks each to say so (`x-internal`). */
 const publicServer = <T extends object>(server: T) => ({ ...server, 'x-internal': false });
@@ -124,9 +141,11 @@ export async function registerOpenApi(app: FastifyInstance, apiPrefix: string): 
           variables: { host: { default: 'staging.api.petstore.example' } },
         }),
       ],
+      // The rate limits are a tag without operations: the docs page shows its description as a
+      // section of its own after the operations, which the introduction links to.
       tags: [
         { name: 'pets', description: 'Animals available for adoption.' },
-        { name: 'document', description: 'This OpenAPI document.' },
+        { name: RATE_LIMITS_TAG, description: RATE_LIMITS },
       ],
       security: [{ bearerAuth: [] }],
       components: {
@@ -252,8 +271,7 @@ function shareHeadersAndResponses(doc: Document): void {
 
 /**
  * Puts every shared request header under components.parameters, and gives each operation that names
- * some (responses.ts, PARAMETER_MARK) a `$ref` parameter in place of the mark. Before completePaths:
- * the HEAD operations copy their GET's parameters.
+ * some (responses.ts, PARAMETER_MARK) a `$ref` parameter in place of the mark.
  */
 function shareParameters(doc: Document): void {
   doc.components.parameters = { ...PARAMETERS };
@@ -265,88 +283,30 @@ function shareParameters(doc: Document): void {
   }
 }
 
-/** The order of a path item's operations in the document: the order an `Allow` field lists them in. */
-const OPERATION_ORDER = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options', 'trace'];
-
 /**
- * Declares the answers the router gives besides the routes' own: HEAD for every GET (Fastify's
- * exposeHeadRoutes: the GET's status and headers without its body), OPTIONS (method-not-allowed.ts:
- * 204 with `Allow`), and the 405 with `Allow` for every other method, listed on each operation because
- * OpenAPI has nowhere else to put it.
+ * Lists the 405 every path gives to the methods it does not support on each operation, as a shared
+ * response: OpenAPI declares answers per operation. HEAD and OPTIONS are answered on every path but are
+ * not operations here: a generated client would grow a method for each, and the docs page an entry;
+ * the description and the 405 say what they do.
  */
 function completePaths(doc: Document): void {
   const methodNotAllowed = { $ref: RESPONSES_PATH + 'MethodNotAllowed' };
-  for (const [path, item] of Object.entries(doc.paths)) {
-    const allow = allowField([...Object.keys(item), ...(item.get ? ['head'] : []), 'options'].map((m) => m.toUpperCase()));
+  for (const item of Object.values(doc.paths)) {
     for (const operation of Object.values(item)) operation.responses['405'] = methodNotAllowed;
-    if (item.get) item.head = headOf(item.get, doc);
-    const options = optionsOf(path, allow, item);
-    options.responses['405'] = methodNotAllowed;
-    item.options = options;
-    doc.paths[path] = Object.fromEntries(OPERATION_ORDER.filter((m) => item[m]).map((m) => [m, item[m]!]));
   }
-}
-
-function headOf(get: Operation, doc: Document): Operation {
-  const responses: Record<string, Response> = {};
-  for (const [status, response] of Object.entries(get.responses)) {
-    const { content: _content, ...headers } = response.$ref
-      ? doc.components.responses![response.$ref.slice(RESPONSES_PATH.length)]!
-      : response;
-    responses[status] = headers;
-  }
-  return {
-    operationId: `${get.operationId}Head`,
-    summary: `${get.summary}: headers only`,
-    description: `The answer \`GET\` gives (${get.operationId}), without its body: the same status and headers.`,
-    ...(get.tags && { tags: get.tags }),
-    ...(get.parameters && { parameters: get.parameters }),
-    ...(get.deprecated ? { deprecated: true } : {}),
-    ...(get.security && { security: get.security }),
-    responses,
-  };
-}
-
-function optionsOf(path: string, allow: string, item: Record<string, Operation>): Operation {
-  const words = path
-    .split(/[^A-Za-z0-9]+/)
-    .filter(Boolean)
-    .map((w) => w[0]!.toUpperCase() + w.slice(1));
-  const tags = Object.values(item).find((op) => op.tags)?.tags;
-  // The path's own parameters ({petId}): OPTIONS answers for any value, but the path names it.
-  const parameters = Object.values(item)
-    .flatMap((op) => op.parameters ?? [])
-    .filter((p, i, all) => p.in === 'path' && all.findIndex((q) => q.in === 'path' && q.name === p.name) === i);
-  return {
-    operationId: `options${words.join('')}`,
-    summary: 'Methods of this path',
-    description:
-      `Answers 204 with \`Allow: ${allow}\`. Needs no key; one that is sent is counted against, like any request. ` +
-      'A CORS preflight (with `Origin` from an allowed origin and `Access-Control-Request-Method`) is answered 204 with ' +
-      'the CORS headers instead of `Allow`, and the rate-limit headers of the client address, which it is not counted ' +
-      "against: it is never refused, since a refused preflight fails the browser's request with an error the page cannot read.",
-    ...(tags && { tags }),
-    ...(parameters.length > 0 ? { parameters } : {}),
-    security: [],
-    responses: {
-      204: { description: `The methods of this path in \`Allow\`: \`${allow}\`.`, headers: headerRefs(['Allow', ...headersFor(204)]) },
-      ...Object.fromEntries(KEYLESS_ERRORS.map((s) => [s, { $ref: RESPONSES_PATH + ERROR_STATUSES[s]!.name }])),
-    },
-  };
 }
 
 /**
- * Gives every int64 schema without a bound of its own (ids) the int64 maximum and the extension.
- * The maximum is written as raw JSON: as a JavaScript number 2^63 - 1 would be printed rounded to 2^63.
+ * Marks every int64 schema without a bound of its own (ids) with the extension. Their range is in
+ * their description and their format, not in a numeric `maximum`: 2^63 - 1 is no double, and a reader
+ * that parses the document with JSON.parse (the docs page's renderer among them) shows it rounded to
+ * 9223372036854776000, a number the service refuses. The service checks the range on the raw text.
  */
 function markInt64(node: unknown): void {
   if (Array.isArray(node)) return node.forEach(markInt64);
   if (node === null || typeof node !== 'object') return;
   const schema = node as Json;
-  if (schema.type === 'integer' && schema.format === 'int64' && schema.maximum === undefined) {
-    schema.maximum = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(String(INT64_MAX));
-    schema[INT64_EXTENSION] = true;
-  }
+  if (schema.type === 'integer' && schema.format === 'int64' && schema.maximum === undefined) schema[INT64_EXTENSION] = true;
   for (const value of Object.values(schema)) markInt64(value);
 }
 

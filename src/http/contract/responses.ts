@@ -265,7 +265,8 @@ export const ERROR_STATUSES: Record<number, ErrorStatus> = {
   405: {
     name: 'MethodNotAllowed',
     description:
-      'The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does. ' +
+      'The answer to any method this path does not support (code `method_not_allowed`); `Allow` lists those it does: ' +
+      'its operations, `HEAD` wherever `GET` is, and `OPTIONS`, which answers 204 with `Allow` and needs no key. ' +
       'OpenAPI declares answers per operation, so it is listed on each operation of the path.',
   },
   408: {
@@ -331,6 +332,3 @@ export const UNREAD_ERRORS = [400, 408, 431];
 
 /** Errors any /v1 request with a key can get, whatever the operation. */
 export const COMMON_ERRORS = [...UNREAD_ERRORS, 401, 429, 500, 503];
-
-/** Errors of the routes that need no key: a key sent anyway is still looked up, and counted against. */
-export const KEYLESS_ERRORS = [...UNREAD_ERRORS, 429, 500, 503];

@@ -173,7 +173,7 @@ export const ListPetsQuery = Obj({
       minimum: 1,
       maximum: MAX_PAGE_SIZE,
       default: DEFAULT_PAGE_SIZE,
-      description: `Page size, 1 to ${MAX_PAGE_SIZE}.`,
+      description: `Page size, 1 to ${MAX_PAGE_SIZE}; ${DEFAULT_PAGE_SIZE} when omitted.`,
     }),
   ),
   status: Optional(refTo(PetStatus, { description: 'Only pets with this status.' })),
@@ -203,13 +203,4 @@ export const PetIdParams = Obj({
   petId: int64Positive('The identifier of the animal.'),
 });
 
-/** The document served at /openapi.json, as far as a client needs to know it. */
-export const OpenApiDocument = Obj(
-  {
-    openapi: Text({ maxLength: 16, pattern: '^3\\.1\\.', description: 'The OpenAPI version: 3.1.' }),
-    info: Obj({ version: Text({ maxLength: 64, description: 'The interface version.' }) }),
-  },
-  { $id: 'OpenApiDocument', description: 'This OpenAPI 3.1 document.' },
-);
-
-export const SHARED_SCHEMAS = [PetStatus, Pet, NewPet, Pets, ErrorCode, ErrorBody, OpenApiDocument];
+export const SHARED_SCHEMAS = [PetStatus, Pet, NewPet, Pets, ErrorCode, ErrorBody];

@@ -7,8 +7,10 @@
  * The renderer is served from this server, never from a CDN, so the page works offline and behind a
  * firewall: the build copies its standalone bundle into assets/ with gzip and brotli copies
  * (scripts/build-docs-assets.mjs), and the copy that the client accepts is sent as it is, under a path
- * that names its version, cached for a year. Every answer here is charged to the client's address like
- * a keyless API request (ANONYMOUS_RATE_LIMIT_PER_MINUTE).
+ * that names its version, cached for a year. Every answer here is charged to the address's documentation
+ * bucket (DOCS_RATE_LIMIT_PER_MINUTE), as the document is when fetched without a key: never to the
+ * bucket of keyless API requests, so failed API calls cannot make the page unreadable, nor the page
+ * spend what API calls from the same address may use.
  *
  * The renderer would otherwise reach other origins: its default fonts come from its vendor's font
  * host, its AI chat, MCP and developer tools talk to its vendor's services, and a button opens the
@@ -157,7 +159,7 @@ function findRenderer(): { version: string; representations: Record<Coding, Buil
 }
 
 export interface DocsOptions {
-  /** Charged before each answer: the pages are limited per address like keyless API requests. */
+  /** Charged before each answer: the address's documentation bucket. */
   limit: GuardHook;
 }
 
