@@ -129,6 +129,15 @@ function startMessage(version: string, facts: ReturnType<typeof startFacts>): st
   return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}); docs at ${facts.docs}`;
 }
 
+/** The start's last line: what a newcomer does next, and which keys this server takes. */
+function nextStep(facts: ReturnType<typeof startFacts>): string {
+  const environment = facts.environment === 'production' ? 'PETSTORE_ENV=production, the default' : `PETSTORE_ENV=${facts.environment}`;
+  return (
+    `next: create a ${facts.environment} key with \`petstore keys create --plan free\` (\`npx petstore\` in the project's folder; ` +
+    `this server takes ${facts.environment} keys only: ${environment}), then open ${facts.docs}`
+  );
+}
+
 /** Listening, with the usual failures (the port taken, a privileged port) said in terms of PORT and HOST. */
 async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<void> {
   try {
@@ -170,6 +179,7 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   const facts = startFacts(config, app.server.address() as AddressInfo);
   app.log.info({ version, ...facts }, startMessage(version, facts));
   if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
+  app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts));
 
   let closing = false;
   const shutdown = (signal: string) => {

@@ -38,9 +38,13 @@ const JSON_RECORD = { type: 'boolean', help: "Print the key's record as one JSON
 const RPM = { type: 'string', value: 'N', help: 'Requests per minute (enterprise only, with --rpd)' } as const;
 const RPD = { type: 'string', value: 'N', help: 'Requests per day, at least --rpm (enterprise only)' } as const;
 
+/** The document that lists every variable (its table is written from src/config.ts, and tested). */
+export const CONFIGURATION_DOC = 'docs/configuration.md';
+
 const CONFIGURATION =
   'Reads DATABASE_URL, PETSTORE_ENV and the rest of the configuration from the environment and from\n' +
-  'a .env file in the working directory (see README), and migrates a new database.';
+  `a .env file in the working directory (${CONFIGURATION_DOC} lists every variable), and migrates\n` +
+  'a new database.';
 
 export const COMMANDS: readonly CommandSpec[] = [
   {
@@ -54,10 +58,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     },
     notes:
       'Configuration comes from environment variables and a .env file in the working directory:\n' +
-      'DATABASE_URL, REDIS_URL, PETSTORE_ENV, LOG_LEVEL, ... (the README lists them all). A configured\n' +
-      'PostgreSQL that cannot be reached stops the start (exit 1); an unreachable Redis is reported and\n' +
-      'rate limits are counted in memory until it answers. The log is JSON lines on standard output;\n' +
-      'the first after listening names the environment, storage, limiter, address and docs page.\n\n' +
+      `DATABASE_URL, REDIS_URL, PETSTORE_ENV, LOG_LEVEL, ... (${CONFIGURATION_DOC} lists them all).\n` +
+      'A configured PostgreSQL that cannot be reached stops the start (exit 1); an unreachable Redis\n' +
+      'is reported and rate limits are counted in memory until it answers. The log is JSON lines on\n' +
+      'standard output: the first after listening names the environment, storage, limiter, address\n' +
+      'and docs page, and the last says what to do next (petstore keys create, then the docs page).\n\n' +
       'Under a supervisor, run this command itself (not through npx or a shell that stays in\n' +
       'between), so that its SIGTERM reaches the server: see docs/cli.md.',
   },
@@ -188,7 +193,7 @@ export function mainHelp(): string {
     `Usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}`).join('\n')}\n  petstore --version`,
     'petstore COMMAND --help (or petstore help COMMAND) shows what a command does and its options.\n' +
       'Configuration comes from environment variables and a .env file: PORT, HOST, DATABASE_URL,\n' +
-      'PETSTORE_ENV, ... (see README). More in docs/cli.md.',
+      `PETSTORE_ENV, ... (${CONFIGURATION_DOC} lists them all). More in docs/cli.md.`,
     EXIT_STATUS,
   ].join('\n\n');
 }

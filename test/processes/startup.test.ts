@@ -13,6 +13,7 @@ import { describe, test } from 'node:test';
 import { createTestDatabase, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import { explain, keysCreate, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
+import { eventually } from '../support/waiting.ts';
 
 interface StartLine {
   level: number;
@@ -68,6 +69,12 @@ describe('the start line and GET /', () => {
     assert.equal(line.address, server.url);
     assert.equal(line.docs, `${server.url}/docs`);
     for (const part of ['staging', server.url, dbPath, 'memory', `${server.url}/docs`]) assert.ok(line.msg.includes(part), line.msg);
+    // The start's last line says what to do next, and which keys this server takes.
+    await eventually(async () => String(logLines(server).at(-1)?.msg).startsWith('next:'), 5000, 20);
+    const last = logLines(server).at(-1)!;
+    assert.match(String(last.msg), /^next: create a staging key with `petstore keys create --plan free`/);
+    for (const part of ['PETSTORE_ENV=staging', `then open ${server.url}/docs`])
+      assert.ok(String(last.msg).includes(part), String(last.msg));
   });
 
   test('GET / and HEAD / redirect to /docs with the baseline security headers, without a key', async (t) => {
