@@ -17,9 +17,10 @@ import { ERROR_CODES, MAX_DETAILS } from './api-error.ts';
 
 /**
  * What every int64 field says, where both people and tools read it: JavaScript numbers (and any
- * IEEE 754 double) hold integers exactly only up to 2^53 - 1. The document adds `maximum` and the
- * `x-int64-exact` extension to each int64 schema (openapi.ts), not these schemas: as a JavaScript
- * number 2^63 - 1 would be written rounded, and requests are checked exactly on their raw text.
+ * IEEE 754 double) hold integers exactly only up to 2^53 - 1. The range is stated in words, with no
+ * numeric `maximum` (2^63 - 1 is no double: every reader of the document would show it rounded);
+ * the document adds the `x-int64-exact` extension (openapi.ts), and requests are checked exactly on
+ * their raw text.
  */
 export const INT64_CAUTION =
   'Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles ' +
