@@ -160,7 +160,7 @@ async function readConfig(
 
 async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../storage/open.ts');
-  const store = await openStore(config);
+  const store = await openStore(config.database, { synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs });
   try {
     return await work(store);
   } finally {

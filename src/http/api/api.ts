@@ -38,8 +38,8 @@ export interface ApiOptions {
    * in /v1. The URLs the API sends (next page, created pet, replacement) start with it.
    */
   publicBaseUrl: string;
-  /** Told every method the API allows somewhere, once its routes are registered. */
-  onRoutes?: (allow: string) => void;
+  /** Filled with the API's routes as they are registered, for whoever needs their methods. */
+  routes: RouteTable;
 }
 
 /**
@@ -70,7 +70,8 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   });
   app.addHook('onRequest', guard.api);
   app.addHook('preParsing', continueAdmitted);
-  const routes = new RouteTable(app);
+  const { routes } = options;
+  routes.watch(app);
   await app.register(listPets, {
     pets: store,
     cursors,
@@ -93,5 +94,5 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now, publicBaseUrl });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).
-  await app.register(methodNotAllowed, { routes, onRoutes: options.onRoutes });
+  await app.register(methodNotAllowed, { routes });
 }

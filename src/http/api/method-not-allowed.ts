@@ -19,7 +19,7 @@ export class RouteTable {
   #sealed = false;
 
   /** Records every route registered in `scope` (and the scopes under it) from now on, until sealed. */
-  constructor(scope: FastifyInstance) {
+  watch(scope: FastifyInstance): void {
     scope.addHook('onRoute', (route) => {
       if (this.#sealed) return;
       const methods = this.#methods.get(route.url) ?? new Set<string>();
@@ -34,7 +34,7 @@ export class RouteTable {
     return [...this.#methods].map(([path, methods]) => ({ path, allow: allowField([...methods, 'OPTIONS']) }));
   }
 
-  /** Every method some path allows, for CORS preflights and answers given outside the router. */
+  /** Every method some path allows, for CORS preflights and answers given outside the router (read once sealed). */
   union(): string {
     return allowField([...this.#methods.values()].flatMap((m) => [...m]).concat('OPTIONS'));
   }
@@ -54,8 +54,6 @@ export function methodNotAllowedError(method: string, allow: string): ApiError {
 export interface MethodNotAllowedOptions {
   /** The scope's routes, registered before this plugin. */
   routes: RouteTable;
-  /** Told every method the API allows somewhere. */
-  onRoutes?: (allow: string) => void;
 }
 
 /**
@@ -63,9 +61,8 @@ export interface MethodNotAllowedOptions {
  * the scope's not-found answer (a 405 for a known path with a method the router has no routes for,
  * otherwise a 404).
  */
-export async function methodNotAllowed(app: FastifyInstance, { routes, onRoutes }: MethodNotAllowedOptions): Promise<void> {
+export async function methodNotAllowed(app: FastifyInstance, { routes }: MethodNotAllowedOptions): Promise<void> {
   const paths = routes.seal();
-  onRoutes?.(routes.union());
   // Every method the router knows (WebDAV's PROPFIND and SEARCH included), not only the common ones:
   // any of them on a known path is a 405 with Allow, never a 404.
   const methods = app.supportedMethods.filter((m) => m !== 'HEAD' && m !== 'CONNECT');
