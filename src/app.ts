@@ -80,7 +80,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     childLoggerFactory: requestLogger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
-    // The client's address is worked out by client-address.ts from TRUST_PROXY, not by Fastify.
+    // The client's address is worked out by hooks/client-address.ts from TRUST_PROXY, not by Fastify.
     trustProxy: false,
     bodyLimit: BODY_LIMIT_BYTES,
     // While the server shuts down every request already received is served, never refused with 503
