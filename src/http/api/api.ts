@@ -1,12 +1,7 @@
 /**
- * The API: every route under /v1, as one encapsulated plugin registered with that prefix. What makes
- * a request an API request is the route the router matched inside this scope, never the URL's text:
- * a percent-encoded `/%76%31/pets` or an absolute-form target reaches these hooks exactly when it
- * reaches these routes. In order, for every route and for the scope's own not-found answer:
- *
- * 1. `Cache-Control: no-store`: every answer depends on the caller's key and quota;
- * 2. the guard: authentication, bans, rate limits (guarded-requests.ts);
- * 3. `100 Continue` for an admitted request whose body will be read (hooks/unread-bodies.ts).
+ * The API: every route under /v1, one encapsulated plugin, so a request is an API request by the route it
+ * matched, never by the URL's text. Its hooks, in order: `Cache-Control: no-store`, the guard
+ * (guarded-requests.ts), then `100 Continue` for an admitted request whose body will be read.
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';

@@ -1,10 +1,6 @@
 /**
- * createPet: POST /v1/pets (`/pets` under the document's /v1 servers), with optional Idempotency-Key
- * (IETF httpapi draft semantics): the first create for a key and caller is recorded with the pet, in
- * the same transaction, and its response is replayed for 24 hours with `Idempotent-Replayed: true`
- * (pets never change, so the stored pet gives the same body); the same key with a different body is a
- * 422; a duplicate while the first is still being processed is a 409. Keys are scoped to the API key.
- * The rules are the IdempotentCreates service's; this route parses the request and writes the answer.
+ * createPet: POST /v1/pets with an optional Idempotency-Key. The rules are the IdempotentCreates service's
+ * (docs/decisions.md, "Idempotency-Key"); this route parses the request and writes the answer.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';

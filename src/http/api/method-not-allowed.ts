@@ -1,10 +1,7 @@
 /**
- * 405 with `Allow` for the other methods of the API's paths (Fastify alone would answer 404), OPTIONS
- * answered 204 with the `Allow` list, and 404 for every other path under the API's prefix. What each path allows is read from the routes
- * registered before this plugin, so `Allow` can never disagree with the router. Neither answer needs
- * a key: both only restate the public OpenAPI document. They are still rate-limited like everything
- * under /v1. The routes themselves are hidden from @fastify/swagger (one route serves many methods);
- * openapi.ts declares their answers on every documented path: OPTIONS, and the 405 as a shared response.
+ * 405 with `Allow` for the other methods of the API's paths, 204 with `Allow` for OPTIONS, 404 for any other
+ * path under the prefix. `Allow` is read from the routes registered before, so it cannot disagree with the
+ * router. No key needed (both restate the public document), but rate-limited like all of /v1.
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError, noResourceError } from '../contract/api-error.ts';
@@ -72,6 +69,7 @@ export async function methodNotAllowed(app: FastifyInstance, { routes }: MethodN
       method: methods.filter((m) => m === 'OPTIONS' || !allowed.includes(m)),
       // The table holds whole paths; routes are registered under this scope's prefix.
       url: path.slice(app.prefix.length),
+      // Out of the document: openapi.ts declares OPTIONS and the 405 on every documented path.
       schema: { hide: true },
       config: { public: true },
       // Answered before any body is read: a DELETE with a body is a 405, not a 415 or 413.

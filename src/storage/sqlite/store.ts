@@ -1,19 +1,7 @@
 /**
- * The embedded engine: SQLite in-process through Node.js's node:sqlite (driver.ts), in WAL mode.
- *
- * Durability: every write is committed before its promise resolves (creates that arrive in the same
- * turn of the event loop share one transaction; see group-commit.ts). In WAL mode
- * with synchronous=NORMAL a commit reaches the operating system before we answer, so it survives a
- * kill -9 of the server; a power loss or OS crash can lose the last commits. synchronous=FULL
- * (SQLITE_SYNCHRONOUS=full) fsyncs the WAL on every commit and loses nothing acknowledged.
- *
- * Faults: every write goes through one writer (writer.ts), which never lets the event loop wait for
- * another process's lock, and answers a lock held past lockWaitMs, a full disk, read-only storage or an
- * I/O error with StorageUnavailableError (a 503); write-health.ts logs each change of that state once,
- * and ping (readiness) fails while writes do. A read that meets such a fault is a 503 too (faults.ts).
- *
- * This file opens the database and composes the Store from one module per concern, named as in
- * postgres/: pets.ts, keys.ts, bans.ts, idempotency.ts, settings.ts and migrations.ts.
+ * The embedded engine: SQLite in-process, in WAL mode. Every write commits before its promise resolves
+ * (docs/operations.md, "Durability"), all through one writer (writer.ts) that never blocks the event loop on
+ * another process's lock; storage faults are 503s (faults.ts), and readiness fails while writes do.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
