@@ -1,9 +1,9 @@
 /**
  * Response declarations shared by the routes: what each status means and which headers it carries.
- * Routes serialise with the body schemas given here; the OpenAPI document (openapi.ts) takes the rest:
- * every header is written once, under `components.headers`, every error response once, under
- * `components.responses`, and operations refer to them, so a header or a status means the same
- * wherever it appears.
+ * Routes serialise error bodies with the body schemas given here (pets are written as text by
+ * domain/pet-json.ts); the OpenAPI document (openapi.ts) takes the rest: every header is written
+ * once, under `components.headers`, every error response once, under `components.responses`, and
+ * operations refer to them, so a header or a status means the same wherever it appears.
  */
 import { GET_PET_DEPRECATION_HEADERS } from '../../domain/deprecation.ts';
 
