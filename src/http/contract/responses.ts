@@ -1,6 +1,6 @@
 /**
- * Answers shared by the routes: the body schemas they serialise with and, for the OpenAPI document, each
- * header and error response written once under `components`, so it means the same wherever it appears.
+ * Answers shared by the routes: the error bodies' schemas (pets are written by domain/pet-json.ts) and,
+ * for the OpenAPI document, each header and error response written once under `components`.
  */
 import { GET_PET_DEPRECATION_HEADERS } from '../../domain/deprecation.ts';
 
