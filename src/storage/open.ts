@@ -30,7 +30,8 @@ export interface OpenOptions {
   log?: PostgresOptions['log'];
 }
 
-function prepareSqliteFolder(path: string, create: boolean): void {
+/** Refuses a SQLite file whose folder does not exist, or creates the folder when `create` says so. */
+export function prepareSqliteFolder(path: string, create: boolean): void {
   if (path === ':memory:') return;
   const folder = dirname(resolve(path));
   if (create) {

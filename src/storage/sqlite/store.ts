@@ -7,12 +7,13 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
-import { DatabaseSync, exact, isBusy, type Database } from './driver.ts';
+import { exact, type Database } from './driver.ts';
 import { withFaultsUnavailable } from './faults.ts';
 import { GroupCommit } from './group-commit.ts';
 import { sqliteIdempotency } from './idempotency.ts';
 import { sqliteKeys } from './keys.ts';
 import { migrate } from './migrations.ts';
+import { openCurrent } from './open-current.ts';
 import { prepareInsertPet, sqlitePets } from './pets.ts';
 import { sqliteSettings } from './settings.ts';
 import { WriteHealth, type WriteLog } from './write-health.ts';
@@ -30,28 +31,19 @@ export interface SqliteOptions {
 /**
  * Turning a new file to WAL needs an exclusive lock, which SQLite refuses at once (without the busy
  * handler) when another process is taking its first look at the same new file, as a server and the
- * CLI started together do. The switch is retried for up to busy_timeout's 5 seconds.
+ * CLI started together do: the switch is retried for up to 5 seconds. It takes the shared lock a WAL
+ * connection keeps, on the file the path names (open-current.ts: a restore may be swapping it).
  */
-function switchToWal(db: Database): void {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    try {
-      db.exec('PRAGMA journal_mode = WAL');
-      return;
-    } catch (err) {
-      if (!isBusy(err) || Date.now() > deadline) throw err;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20); // at start-up only: a short blocking pause
-    }
-  }
+function openInWalMode(path: string): Database {
+  return openCurrent(path, (db) => db.exec('PRAGMA journal_mode = WAL'), 5000);
 }
 
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-  const db = new DatabaseSync(options.path);
+  const db = openInWalMode(options.path);
   // At start-up another process (the CLI, a second server) may hold the write lock briefly: waiting
   // on the event loop is harmless before the server listens.
   db.exec('PRAGMA busy_timeout = 5000');
-  switchToWal(db);
   db.exec(`PRAGMA synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
   migrate(db);
