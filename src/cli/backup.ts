@@ -57,6 +57,11 @@ export async function restore(config: Config, file: string): Promise<void> {
   prepareSqliteFolder(database, target.createFolder === true);
   const restored = restoreSqlite(file, database);
   console.log(printable(`Restored ${holds(restored)} from ${resolve(file)} into ${resolve(database)} in ${seconds(started)}.`));
+  if (restored.petIdsContinueAfter !== undefined) {
+    console.log(
+      `New pets get ids above ${restored.petIdsContinueAfter}, the highest the replaced database handed out: no id is given twice.`,
+    );
+  }
   if (restored.schemaVersion < LATEST_SQLITE_VERSION) {
     const versions = `from schema version ${restored.schemaVersion} to ${LATEST_SQLITE_VERSION}`;
     console.log(`The next start (of the server or any petstore command) migrates it ${versions}.`);

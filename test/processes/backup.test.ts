@@ -193,6 +193,7 @@ describe('backup under load, and restore', () => {
     const keysBefore = await keysListed(box.env);
     const backupFile = join(box.dir, 'backup.db');
     let later: string;
+    let lastHandedOut: number;
 
     const server = await startServerProcess(box.env);
     try {
@@ -230,6 +231,9 @@ describe('backup under load, and restore', () => {
 
       const restore = await ok(['restore', backupFile], box.env);
       assert.match(restore.stdout, new RegExp(`^Restored ${copied.size} pets and 3 API keys \\(schema version ${LATEST_SQLITE_VERSION}, `));
+      // Ids are never reused: the ids handed out after the backup are not handed out again.
+      lastHandedOut = Math.max(...writers.acknowledged.keys());
+      assert.match(restore.stdout, new RegExp(`\\nNew pets get ids above ${lastHandedOut}, the highest the replaced database handed out`));
       assert.deepEqual(filesIn(box.dir), ['backup.db', 'petstore.db'], 'nothing of the old database and no partial file is left');
     } finally {
       await stop(server, 'SIGKILL');
@@ -240,6 +244,12 @@ describe('backup under load, and restore', () => {
       assert.deepEqual(await petsServed(again, key), petsInFile(backupFile), 'the server lists exactly the pets of the backup');
       const refusedKey = await fetch(`${again.url}/v1/pets?limit=1`, { headers: { authorization: `Bearer ${later}` } });
       assert.equal(refusedKey.status, 401, 'the key made after the backup is gone');
+      const next = await fetch(`${again.url}/v1/pets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'after the restore', categoryId: 1 }),
+      });
+      assert.equal(((await next.json()) as Pet).id, lastHandedOut + 1, 'the next pet gets an id never handed out');
     } finally {
       await stop(again);
     }

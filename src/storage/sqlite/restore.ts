@@ -11,6 +11,9 @@
  * copies the old -wal into the old file and deletes it, so no stale -wal can be read as part of the
  * new file; its -shm is removed too. The checked copy is then renamed over the database, and the lock
  * released. A server that starts meanwhile waits, then opens the new file (open-current.ts).
+ *
+ * Pet ids are never reused, so the restored file goes on numbering after the highest id the replaced
+ * database handed out, when that database could be read.
  */
 import { constants, copyFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -82,8 +85,42 @@ function lockDatabase(database: string): Database {
   }
 }
 
+/** The highest pet id a database handed out (AUTOINCREMENT's sequence), when it records one. */
+function lastPetId(db: Database): bigint | undefined {
+  try {
+    const select = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'pets'");
+    select.setReadBigInts(true);
+    return (select.get() as { seq: bigint } | undefined)?.seq;
+  } catch {
+    return undefined; // no sqlite_sequence: not the service's database, or one that never had a pet
+  }
+}
+
+/**
+ * Pet ids are never reused: ids the replaced database handed out after the backup was taken are not
+ * handed out again, as the restored file's sequence is raised to the replaced one's. True when it was.
+ */
+function continuePetIds(path: string, replacedLast: bigint | undefined): boolean {
+  if (replacedLast === undefined) return false;
+  const db = new DatabaseSync(path);
+  try {
+    const own = lastPetId(db);
+    if (own !== undefined && own >= replacedLast) return false;
+    if (own === undefined) db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('pets', ?)").run(replacedLast);
+    else db.prepare("UPDATE sqlite_sequence SET seq = ? WHERE name = 'pets'").run(replacedLast);
+    return true;
+  } finally {
+    db.close();
+  }
+}
+
+export interface RestoreSummary extends DatabaseSummary {
+  /** The highest id the replaced database handed out, when the restored file now continues after it. */
+  petIdsContinueAfter: bigint | undefined;
+}
+
 /** Replaces the database at databasePath with the backup at backupPath; what the restored file holds. */
-export function restoreSqlite(backupPath: string, databasePath: string): DatabaseSummary {
+export function restoreSqlite(backupPath: string, databasePath: string): RestoreSummary {
   const backup = resolve(backupPath);
   const database = resolve(databasePath);
   refuseBackup(backup, database);
@@ -94,10 +131,12 @@ export function restoreSqlite(backupPath: string, databasePath: string): Databas
     copyFileSync(backup, partial, constants.COPYFILE_EXCL);
     const summary = check(partial, backup);
     if (fileAt(database) !== undefined) held = lockDatabase(database);
+    const replacedLast = held && lastPetId(held);
+    const continued = continuePetIds(partial, replacedLast);
     // Nothing may be left beside the new file that belonged to the old one.
     for (const suffix of SIBLINGS) rmSync(`${database}${suffix}`, { force: true });
     renameIntoPlace(partial, database);
-    return summary;
+    return { ...summary, petIdsContinueAfter: continued ? replacedLast : undefined };
   } catch (err) {
     removeWithSiblings(partial);
     throw err;
