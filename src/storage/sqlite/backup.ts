@@ -12,7 +12,7 @@
  */
 import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { DatabaseSync, type Database } from './driver.ts';
+import { DatabaseSync, isBusy, type Database } from './driver.ts';
 import { openCurrent, fileAt } from './open-current.ts';
 import { partialPath, removeStalePartials, removeWithSiblings, renameIntoPlace, SIBLINGS } from './partial-files.ts';
 import { schemaVersionOf, summarise, type DatabaseSummary } from './summary.ts';
@@ -35,6 +35,8 @@ function openSource(source: string): Database {
   try {
     return openCurrent(source, (db) => db.exec('PRAGMA journal_mode = WAL'), 5000);
   } catch (err) {
+    // Locked past 5 s: a restore holds it, or a process switches a file not yet in WAL mode.
+    if (isBusy(err)) throw new Error(`another process holds ${source} locked (a restore?); try again once it is done`, { cause: err });
     throw new Error(`${source} cannot be read as a SQLite database: ${(err as Error).message}`, { cause: err });
   }
 }
