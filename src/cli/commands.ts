@@ -162,7 +162,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       'Refused, with the database left as it was, while a server or any other process has the database\n' +
       "open, when FILE fails SQLite's integrity check, and when its schema is newer than this release's.\n" +
       'An older schema is migrated by the next start. The database, its -wal and its -shm are replaced\n' +
-      'at once (the checked copy is renamed into place).\n\n' +
+      'at once (the checked copy is renamed into place), and new pets get ids above any the replaced\n' +
+      'database handed out. Everything done since the backup is undone, key revocations included:\n' +
+      'revoke such keys again.\n\n' +
       'Reads DATABASE_URL (and a .env file in the working directory). On PostgreSQL it refuses: use\n' +
       'pg_restore or psql (docs/operations.md, "Backups").',
   },
