@@ -15,6 +15,7 @@ import { draining } from './http/hooks/draining.ts';
 import { hostCheck } from './http/hooks/host-check.ts';
 import { requestIdOf, requestIds } from './http/hooks/request-ids.ts';
 import { api } from './http/api/api.ts';
+import { RouteTable } from './http/api/method-not-allowed.ts';
 import { API_PREFIX } from './http/urls.ts';
 import { clientAddress } from './http/hooks/client-address.ts';
 import { capConnections } from './http/server/connection-caps.ts';
@@ -67,17 +68,19 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   if (deps.store.poolStats) metrics.watchPool(() => deps.store.poolStats!());
   const now = () => clock.now();
   const logger = deps.logger ?? createLogger(config.logLevel);
-  // Every method the API allows somewhere, known once its routes are registered (api.ts).
-  let apiMethods = '';
+  // The API's routes, filled as the API scope registers them; CORS preflights and answers given
+  // outside the router read the methods from it.
+  const routes = new RouteTable();
+  const apiMethods = () => routes.union();
   // Answers given before any key is read (malformed requests, CORS preflights) carry the address's limit.
   const beforeKeys = addressLimits(deps.limiter, config.anonymousPerMinute, config.trustProxy);
-  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), () => apiMethods, beforeKeys);
+  const unrouted = unroutedAnswers(unroutedRecorder(logger, metrics), apiMethods, beforeKeys);
   const app = Fastify({
     loggerInstance: logger,
     childLoggerFactory: requestLogger,
     // One line per request is written by the onResponse hook below instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
-    // The client's address is worked out by client-address.ts from TRUST_PROXY, not by Fastify.
+    // The client's address is worked out by hooks/client-address.ts from TRUST_PROXY, not by Fastify.
     trustProxy: false,
     bodyLimit: BODY_LIMIT_BYTES,
     // While the server shuts down every request already received is served, never refused with 503
@@ -122,7 +125,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   // API's own hooks follow inside its scope (api.ts).
   await app.register(requestIds);
   await app.register(draining);
-  await app.register(securityHeaders, { corsOrigins: config.corsOrigins, apiMethods: () => apiMethods, addressLimits: beforeKeys });
+  await app.register(securityHeaders, { corsOrigins: config.corsOrigins, apiMethods, addressLimits: beforeKeys });
   await app.register(hostCheck, { addressLimits: beforeKeys });
   await app.register(unreadBodies);
   await app.register(clientAddress, { trust: config.trustProxy });
@@ -163,7 +166,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     watchCache: metrics.watchCache,
     now,
     publicBaseUrl: config.publicBaseUrl,
-    onRoutes: (allow) => (apiMethods = allow),
+    routes,
   });
   await app.register(docs, { limit: guard.docs });
   await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });

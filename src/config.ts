@@ -6,13 +6,17 @@
  * bad value throws a ConfigError whose one-line message names the variable; the CLI prints it and
  * exits 1. Only the CLI reads process.env; everything else receives a Config.
  */
+import { resolve } from 'node:path';
 import { ENVIRONMENTS } from './domain/api-key.ts';
 import { proxyList, type ProxyTrust } from './domain/addresses.ts';
 import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env, Schema } from './config/variable.ts';
 
+import type { DatabaseTarget } from './storage/open.ts';
+
 export { ConfigError } from './config/variable.ts';
 
-export type DatabaseTarget = { engine: 'sqlite'; path: string } | { engine: 'postgres'; url: string };
+/** Where the database is when DATABASE_URL is unset: its folder is created on first start. */
+const DEFAULT_SQLITE_PATH = './data/petstore.db';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -55,12 +59,15 @@ export const VARIABLES = [
     accepts: 'a URL starting with `sqlite:`, `file:`, `postgres://` or `postgresql://`',
     // The value may hold a password: never echo it.
     secret: true,
-    default: 'sqlite:./data/petstore.db',
+    default: `sqlite:${DEFAULT_SQLITE_PATH}`,
     description: '`sqlite:PATH` or `file:PATH`: a SQLite file; `postgres://` or `postgresql://`: PostgreSQL.',
     app: false,
     parse(raw): DatabaseTarget {
       const sqlite = /^(?:sqlite|file):(.+)$/.exec(raw);
-      if (sqlite) return { engine: 'sqlite', path: sqlite[1]!.replace(/^\/\/(?=\/)/, '') };
+      if (sqlite) {
+        const path = sqlite[1]!.replace(/^\/\/(?=\/)/, '');
+        return { engine: 'sqlite', path, createFolder: resolve(path) === resolve(DEFAULT_SQLITE_PATH) };
+      }
       if (!URL.canParse(raw)) throw new ConfigError('DATABASE_URL is not a valid postgres:// URL');
       return { engine: 'postgres', url: raw };
     },

@@ -28,10 +28,8 @@ export function createLogger(level: Config['logLevel'], stream?: DestinationStre
 }
 
 /**
- * Fastify gives every request a child logger bound to its request id. Making a pino child costs about
- * 2 % of a cached list request, and below the info level most requests log nothing, so the child is
- * made on the first line the request writes (or when its level is set), never before. Its lines are
- * the eager child's. Methods live on the prototype: nothing but the two fields is made per request.
+ * A request's child logger, made on the first line the request writes (or when its level is set): below info
+ * most requests write none. Its lines are the eager child's; nothing else is made per request.
  */
 class RequestLogger {
   readonly #parent: FastifyBaseLogger;

@@ -1,12 +1,7 @@
 /**
- * Prometheus metrics (prom-client), one registry per app so tests and several apps in one process
- * never share counters. Every label has a small fixed set of values (operations, statuses, plans,
- * states), so a caller can neither grow the series without bound nor be identified by them; who made
- * which call is in the log.
- *
- * Each registry also serves prom-client's default process metrics (CPU, memory, heap, handles,
- * event-loop lag, GC), under their usual names (`process_*`, `nodejs_*`) rather than `petstore_`, so
- * the common Node.js dashboards and alerts read them as they are.
+ * Prometheus metrics, one registry per app so tests never share counters. Labels take small fixed sets of
+ * values, so series cannot grow without bound nor name a caller. prom-client's default process metrics keep
+ * their usual names (`process_*`, `nodejs_*`) for the common dashboards.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { requestMetrics } from './request-metrics.ts';
@@ -18,10 +13,8 @@ export interface PoolStats {
 }
 
 /**
- * The default metrics describe the process, not an app, and collecting them starts watchers that are
- * never stopped (an event-loop delay monitor and a GC observer, neither keeping the process alive).
- * So they are made once per process, on the first app's metrics, and every app's registry serves
- * the same ones: an app built and closed in a test leaves nothing running behind it.
+ * The default metrics describe the process and start watchers that are never stopped, so they are made once
+ * per process and served by every app's registry: an app closed in a test leaves nothing running.
  */
 let processMetrics: Registry | undefined;
 

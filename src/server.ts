@@ -1,47 +1,22 @@
 /**
- * Runs the service: opens storage and the limiter a Config names, builds the app, listens, and on
- * SIGTERM or SIGINT shuts down gracefully (see shutdown.ts): drains for SHUTDOWN_DRAIN_MS, stops
- * accepting, lets the connections still open end, closes storage and the limiter, and exits 0 within
- * SHUTDOWN_TIMEOUT_MS.
+ * Runs the service: configuration -> storage and limiter -> buildApp -> listen, and on SIGTERM or
+ * SIGINT a graceful shutdown within SHUTDOWN_TIMEOUT_MS (shutdown.ts).
  */
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
 import v8 from 'node:v8';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
-import { ConfigError, redisUrls, type Config } from './config.ts';
-import { docsUrlBeside } from './http/urls.ts';
+import { redisUrls, type Config } from './config.ts';
+import { readNamedFile, readTls } from './config/named-files.ts';
 import { startMetricsListener } from './http/server/metrics-listener.ts';
-import type { TlsFiles } from './http/server/node-server.ts';
-import type { RateLimiter } from './limits/limiter.ts';
-import { MemoryRateLimiter } from './limits/memory.ts';
+import { openLimiter, type RedisTarget } from './limits/open.ts';
 import { createLogger } from './logger.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import { shutDownGracefully } from './shutdown.ts';
-import { describePostgres, openStore, withoutPassword } from './storage/open.ts';
+import { createMetrics } from './metrics.ts';
+import { shutDownOnSignals } from './shutdown.ts';
+import { nextStep, startFacts, startMessage } from './start-line.ts';
+import { openStore } from './storage/open.ts';
 import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
-
-/** Kept at the end of a shutdown, after the spans are flushed, to log and exit before the hard exit. */
-const TRACING_FLUSH_RESERVE_MS = 200;
-
-/** How long the start waits for Redis to answer before serving with the in-memory fallback. */
-const REDIS_START_CHECK_MS = 2000;
-
-/** A file a variable names, read at start: a missing or unreadable one stops the server with one clear line. */
-function readNamedFile(variable: string, path: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (err) {
-    throw new ConfigError(`${variable} cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-  }
-}
-
-function readTls(config: Readonly<Config>): TlsFiles | undefined {
-  if (!config.tls) return undefined;
-  return { cert: readNamedFile('TLS_CERT', config.tls.certPath), key: readNamedFile('TLS_KEY', config.tls.keyPath) };
-}
 
 /**
  * V8 lets the old generation grow to about four times what survived the last full collection before
@@ -58,84 +33,17 @@ function boundHeapGrowth(): void {
   v8.setFlagsFromString('--heap-growing-percent=30');
 }
 
-/** Where Redis is, for messages and the log: hosts and ports, never the credentials. */
-function describeRedis(urls: readonly string[], cluster: boolean): string {
-  const hosts = urls.map((url) => URL.parse(url)?.host || 'localhost');
-  return cluster ? `the Redis Cluster seeded by ${hosts.join(', ')}` : `Redis at ${hosts[0]}`;
-}
-
-/** A variable's value with every password of the URLs it holds taken out. */
-function withoutPasswords(message: string, urls: readonly string[]): string {
-  return urls.reduce((text, url) => withoutPassword(text, url), message);
-}
-
-/**
- * The shared limiter when REDIS_URL or REDIS_CLUSTER_NODES is set, else the in-memory one. A Redis
- * that does not answer at start does not stop the server: it would serve exactly as it does when
- * Redis fails later (limits counted per instance until Redis is back), and refusing to start would
- * turn a Redis outage into a restart loop of every instance. The warning names the variable so the
- * operator knows what to fix.
- */
-async function openLimiter(config: Readonly<Config>, logger: FastifyBaseLogger, metrics: Metrics): Promise<RateLimiter> {
+/** The Redis limiter's target, when REDIS_URL or REDIS_CLUSTER_NODES names one. */
+function redisTarget(config: Readonly<Config>): RedisTarget | undefined {
   const urls = redisUrls(config);
-  if (!urls) return new MemoryRateLimiter();
-  const cluster = config.redisClusterNodes !== undefined;
-  const tlsCa = config.redisTlsCaFile === undefined ? undefined : readNamedFile('REDIS_TLS_CA_FILE', config.redisTlsCaFile);
-  // The Redis client is loaded only when Redis is named; a single instance never carries it.
-  const { RedisRateLimiter } = await import('./limits/redis.ts');
-  const limiter = new RedisRateLimiter({
+  if (!urls) return undefined;
+  return {
     urls,
-    cluster,
-    tlsCa,
+    cluster: config.redisClusterNodes !== undefined,
+    tlsCa: config.redisTlsCaFile === undefined ? undefined : readNamedFile('REDIS_TLS_CA_FILE', config.redisTlsCaFile),
     keyPrefix: config.redisKeyPrefix,
     maxBlock: config.rateLimitBlockMax,
-    log: logger,
-    metrics,
-  });
-  const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
-  if (problem !== undefined) {
-    const variable = cluster ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL';
-    logger.warn(
-      { limiter: { engine: 'redis', target: describeRedis(urls, cluster), reachable: false } },
-      `${variable} names ${describeRedis(urls, cluster)}, which cannot be reached (${withoutPasswords(problem, urls)}): ` +
-        'serving with rate limits counted in memory on this instance until it answers',
-    );
-  }
-  return limiter;
-}
-
-/** What the start line says about the storage, the limiter and the address: never a password. */
-function startFacts(config: Readonly<Config>, address: AddressInfo) {
-  const storage =
-    config.database.engine === 'sqlite'
-      ? { engine: 'sqlite' as const, path: config.database.path === ':memory:' ? ':memory:' : resolve(config.database.path) }
-      : { engine: 'postgres' as const, target: describePostgres(config.database.url) };
-  const urls = redisUrls(config);
-  const limiter = urls
-    ? { engine: 'redis' as const, target: describeRedis(urls, config.redisClusterNodes !== undefined) }
-    : { engine: 'memory' as const };
-  const scheme = config.tls ? 'https' : 'http';
-  const at = (host: string) => `${scheme}://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
-  // A wildcard address is not one to browse to; from this machine, loopback reaches it.
-  const local = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : config.host;
-  // Behind a proxy, the public address of the API names where clients find the docs page too.
-  const publicDocs = /^https?:/.test(config.publicBaseUrl) ? docsUrlBeside(config.publicBaseUrl) : undefined;
-  return { environment: config.environment, storage, limiter, address: at(address.address), docs: publicDocs ?? `${at(local)}/docs` };
-}
-
-function startMessage(version: string, facts: ReturnType<typeof startFacts>): string {
-  const storage = facts.storage.engine === 'sqlite' ? `SQLite ${facts.storage.path}` : facts.storage.target;
-  const limits = facts.limiter.engine === 'redis' ? `rate limits in ${facts.limiter.target}` : 'rate limits in memory';
-  return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}); docs at ${facts.docs}`;
-}
-
-/** The start's last line: what a newcomer does next, and which keys this server takes. */
-function nextStep(facts: ReturnType<typeof startFacts>): string {
-  const environment = facts.environment === 'production' ? 'PETSTORE_ENV=production, the default' : `PETSTORE_ENV=${facts.environment}`;
-  return (
-    `next: create a ${facts.environment} key with \`petstore keys create --plan free\` (\`npx petstore\` in the project's folder; ` +
-    `this server takes ${facts.environment} keys only: ${environment}), then open ${facts.docs}`
-  );
+  };
 }
 
 /** Listening, with the usual failures (the port taken, a privileged port) said in terms of PORT and HOST. */
@@ -159,20 +67,20 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   boundHeapGrowth();
   const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
   const metrics = createMetrics();
-  const store = await openStore(config, tracing?.traceSqlite, {
-    info: (message) => logger.info(message),
-    warn: (message) => logger.warn(message),
+  const store = await openStore(config.database, {
+    synchronous: config.sqliteSynchronous,
+    lockWaitMs: config.sqliteLockWaitMs,
+    traceSqlite: tracing?.traceSqlite,
+    log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
   });
-  const limiter = await openLimiter(config, logger, metrics);
+  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics });
   const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
-  app.addHook('onClose', async () => {
-    await limiter.close();
-    await store.close();
-  });
   const metricsListener =
     config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   app.addHook('onClose', async () => {
     metricsListener?.close();
+    await limiter.close();
+    await store.close();
   });
   await listen(app, config);
   const version = packageVersion();
@@ -180,35 +88,10 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   app.log.info({ version, ...facts }, startMessage(version, facts));
   if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
   app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts));
-
-  let closing = false;
-  const shutdown = (signal: string) => {
-    if (closing) return;
-    closing = true;
-    const signalledAt = Date.now();
-    app.log.info({ signal }, 'shutting down');
-    // The graceful path cuts the last connections a second before this; only storage or the limiter
-    // hanging on close reaches it.
-    const hardExit = setTimeout(() => {
-      app.log.error('graceful shutdown timed out');
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    hardExit.unref();
-    const timings = { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' };
-    shutDownGracefully(app, timings, signalledAt).then(
-      async () => {
-        // The spans still queued leave last, within what is left of the bound.
-        await tracing?.shutdown(Math.max(0, signalledAt + config.shutdownTimeoutMs - TRACING_FLUSH_RESERVE_MS - Date.now()));
-        app.log.info({ ms: Date.now() - signalledAt }, 'shut down');
-        process.exit(0);
-      },
-      (err: unknown) => {
-        app.log.error({ err }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  shutDownOnSignals(
+    app,
+    { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },
+    tracing && ((withinMs) => tracing.shutdown(withinMs)),
+  );
   return app;
 }

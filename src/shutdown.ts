@@ -67,3 +67,38 @@ function cutRemainingConnections(app: FastifyInstance): void {
   });
   app.server.closeAllConnections();
 }
+
+/** Kept at the end of a shutdown, after the spans are flushed, to log and exit before the hard exit. */
+const TRACING_FLUSH_RESERVE_MS = 200;
+
+/**
+ * On SIGTERM or SIGINT: the graceful shutdown, then the spans still queued within what is left of the
+ * bound, then exit 0. Only storage or the limiter hanging on close reaches the hard exit (1).
+ */
+export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings, flushSpans?: (withinMs: number) => Promise<void>): void {
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    const signalledAt = Date.now();
+    app.log.info({ signal }, 'shutting down');
+    const hardExit = setTimeout(() => {
+      app.log.error('graceful shutdown timed out');
+      process.exit(1);
+    }, timings.timeoutMs);
+    hardExit.unref();
+    shutDownGracefully(app, timings, signalledAt).then(
+      async () => {
+        await flushSpans?.(Math.max(0, signalledAt + timings.timeoutMs - TRACING_FLUSH_RESERVE_MS - Date.now()));
+        app.log.info({ ms: Date.now() - signalledAt }, 'shut down');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        app.log.error({ err }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}

@@ -143,6 +143,36 @@ export const COMMANDS: readonly CommandSpec[] = [
       'Keys made by keys rotate share one ban with the key they replace: unbanning any of them lifts\n' +
       'it for all, and the output names them.',
   },
+  {
+    name: 'backup',
+    args: ['FILE'],
+    synopsis: '[--force]',
+    summary: 'Copy the SQLite database to FILE while servers keep running: one consistent snapshot.',
+    options: { force: { type: 'boolean', help: 'Replace FILE if it exists (without it, an existing FILE is refused)' } },
+    notes:
+      'Servers keep reading and writing meanwhile: the copy holds every write acknowledged before the\n' +
+      'backup began. It is written beside FILE as FILE.partial-HOST-PID and renamed to FILE only once\n' +
+      'complete and on disk, so FILE is never a half copy; the partial file of a backup that was killed\n' +
+      'is removed by the next backup into that folder. Prints the pets, keys and size copied.\n\n' +
+      'Reads DATABASE_URL (and a .env file in the working directory). On PostgreSQL it refuses: use\n' +
+      'pg_dump (docs/operations.md, "Backups").',
+  },
+  {
+    name: 'restore',
+    args: ['FILE'],
+    synopsis: '',
+    summary: 'Replace the SQLite database with FILE, a backup, after checking it. Stop every server first.',
+    options: {},
+    notes:
+      'Refused, with the database left as it was, while a server or any other process has the database\n' +
+      "open, when FILE fails SQLite's integrity check, and when its schema is newer than this release's.\n" +
+      'An older schema is migrated by the next start. The database, its -wal and its -shm are replaced\n' +
+      'at once (the checked copy is renamed into place), and new pets get ids above any the replaced\n' +
+      'database handed out. Everything done since the backup is undone, key revocations included:\n' +
+      'revoke such keys again.\n\n' +
+      'Reads DATABASE_URL (and a .env file in the working directory). On PostgreSQL it refuses: use\n' +
+      'pg_restore or psql (docs/operations.md, "Backups").',
+  },
 ];
 
 /** Commands that only group others: `petstore keys` alone shows what it holds. */
@@ -189,7 +219,7 @@ export function groupHelp(group: string): string {
 
 export function mainHelp(): string {
   return [
-    'petstore: the pet adoption service and its API keys.',
+    'petstore: the pet adoption service, its API keys and its backups.',
     `Usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}`).join('\n')}\n  petstore --version`,
     'petstore COMMAND --help (or petstore help COMMAND) shows what a command does and its options.\n' +
       'Configuration comes from environment variables and a .env file: PORT, HOST, DATABASE_URL,\n' +

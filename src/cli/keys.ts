@@ -97,11 +97,8 @@ async function existingKey(store: Store, id: string): Promise<ApiKey> {
 }
 
 /**
- * A new key with the same environment, plan, limits and label; the old one keeps working for the
- * grace period (default 24 hours) so clients can switch without an outage, then expires. The new key
- * is the same subject as the old one: it goes on from the old key's minute and day counts and shares
- * its ban, so rotating gives neither fresh quota nor a way out of a ban. `bannedUntilMs` is that ban's
- * end, when the subject is banned.
+ * A new key with the old one's environment, plan, limits, label and subject (so it goes on from its counts
+ * and shares its ban: docs/rate-limits.md); the old one works for the grace period. `bannedUntilMs`: that ban's end.
  */
 export async function rotateKey(store: Store, id: string, graceRaw: string | undefined, nowMs: number) {
   const graceMs = parseDuration('--grace', graceRaw ?? '24h');
@@ -254,10 +251,8 @@ function cut(label: string, room: number): string {
 }
 
 /**
- * `keys list` as a table. By default it fits TABLE_WIDTH columns: the ID, the key's prefix (which
- * names its environment: pet_live_ production, pet_test_ staging), plan, limits, state and as much of
- * the label as fits. `wide` shows every column in full, timestamps included. Control and format
- * characters are escaped in every column (printable.ts), so no label can clear the screen or forge a row.
+ * `keys list` as a table fitting TABLE_WIDTH columns, the label cut to fit (`wide`: every column in full).
+ * Every column is escaped (printable.ts), so no label can clear the screen or forge a row.
  */
 export function formatKeyTable(rows: ListedKey[], nowMs: number, options: { wide?: boolean } = {}): string {
   if (rows.length === 0) return 'No API keys. Create one with: petstore keys create --plan free';

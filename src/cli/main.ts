@@ -1,6 +1,7 @@
 #!/usr/bin/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite
 /**
- * The operator's command line: `petstore serve` and `petstore keys create|list|rotate|plan|expire|revoke|unban`.
+ * The operator's command line: `petstore serve`, `petstore keys create|list|rotate|plan|expire|revoke|unban`,
+ * and `petstore backup|restore FILE`.
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
  * itself when the database is new.
  *
@@ -79,8 +80,8 @@ function parseCommandLine(spec: CommandSpec, argv: string[]): Parsed {
   }
   if (args.length < spec.args.length) {
     const missing = spec.args[args.length]!;
-    const hint = missing === 'ID' ? ' (petstore keys list shows them)' : '';
-    throw new UsageError(`${spec.name} needs a key ${missing}${hint}; ${seeHelp(spec)}`);
+    const what = missing === 'ID' ? 'a key ID (petstore keys list shows them)' : `a ${missing.toLowerCase()}`;
+    throw new UsageError(`${spec.name} needs ${what}; ${seeHelp(spec)}`);
   }
   if (args.length > spec.args.length)
     throw new UsageError(`${spec.name}: unexpected argument "${args[spec.args.length]}"; ${seeHelp(spec)}`);
@@ -160,7 +161,7 @@ async function readConfig(
 
 async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../storage/open.ts');
-  const store = await openStore(config);
+  const store = await openStore(config.database, { synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs });
   try {
     return await work(store);
   } finally {
@@ -262,6 +263,13 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
   }
 }
 
+async function backupOrRestore(command: 'backup' | 'restore', { values, args }: Parsed): Promise<void> {
+  const config = await readConfig();
+  const b = await import('./backup.ts');
+  if (command === 'backup') await b.backup(config, args[0]!, values.force === true);
+  else await b.restore(config, args[0]!);
+}
+
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--version' || argv[0] === '-v') {
     if (argv.length > 1) throw new UsageError(`${argv[0]} takes nothing after it; see petstore --help`);
@@ -280,6 +288,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const [group, action] = found.spec.name.split(' ');
   if (group === 'serve') return serve(parsed);
+  if (group === 'backup' || group === 'restore') return backupOrRestore(group, parsed);
   return keys(action!, parsed);
 }
 

@@ -1,10 +1,7 @@
 /**
- * Text the CLI prints that it did not write itself (labels, IDs, the operator's own arguments), made
- * safe for a terminal. Controls (C0, DEL, C1) would move the cursor, clear the screen or start a new
- * row; format characters (bidi overrides and isolates, zero-width spaces, the BOM, soft hyphens, tag
- * characters) and line or paragraph separators change what the reader sees without being seen. Each
- * is printed as an escape instead. Zero-width (non-)joiners are kept: written Persian, Indic scripts
- * and emoji need them, and they move nothing.
+ * Text the CLI prints but did not write (labels, IDs, arguments), made safe for a terminal: controls, format
+ * characters and line separators are printed as escapes (docs/cli.md, "Labels on a terminal"). Zero-width
+ * (non-)joiners stay: scripts and emoji need them, and they move nothing.
  */
 
 /** What is escaped on output and refused in a label; lone surrogates cannot be printed either. */

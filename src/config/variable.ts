@@ -1,12 +1,7 @@
 /**
- * What an entry of the configuration table (src/config.ts) is made of, and how it is read: the raw
- * text is checked against the entry's schema, then parsed when the entry says how. The refusal
- * messages and the README's wording of what is accepted are derived from the same schema, and the
- * Config type from the table itself, so a variable is written down once.
- *
- * A schema is one of three JSON Schema shapes (an integer range, an enumeration, a string with an
- * optional pattern), made by `Schema` below and checked by its own keywords: a schema library would
- * cost every process far more memory than these three shapes need.
+ * A configuration entry (src/config.ts) and how it is read: checked against its schema, then parsed; the
+ * refusal messages, the docs' wording and the Config type all derive from the entry. The schemas are three
+ * JSON Schema shapes made by `Schema` and checked here: a schema library would cost every process more memory.
  */
 
 export class ConfigError extends Error {}

@@ -1,16 +1,7 @@
 /**
- * Who a request comes from: the address that per-address limits count and the log shows.
- *
- * Without a proxy it is the socket's peer. Behind proxies, X-Forwarded-For is read from the right,
- * the only end a client cannot write: each proxy appends the address it received the request from,
- * so the entry a trusted proxy appended is believed, and the walk stops at the first address that is
- * not a trusted proxy (or after the trusted number of hops). Entries to its left are the client's
- * own text and never believed. An entry that is not an IP address ends the walk at the last address
- * known good, so no arbitrary string ever becomes a limiter key or a log field.
- *
- * Addresses are normalised: an IPv4-mapped IPv6 address is the IPv4 address, IPv6 is written in its
- * canonical form (RFC 5952), and one IPv6 client is limited per /64, the block a single subscriber
- * is usually given, since it can choose any address inside it.
+ * Who a request comes from, for per-address limits and the log. X-Forwarded-For is read from the right, the
+ * end a client cannot write, up to the first address that is not a trusted proxy; an entry that is not an IP
+ * address ends the walk, so no client text becomes a limiter key. IPv6 clients count per /64 (docs/rate-limits.md).
  */
 import { BlockList, isIP, isIPv4 } from 'node:net';
 

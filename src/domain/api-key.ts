@@ -1,8 +1,6 @@
 /**
- * API keys: a visible prefix naming the environment, then 256 bits from the CSPRNG in base64url.
- * Only the SHA-256 of the whole key is stored. A fast hash is the right tool here: the secret part has
- * 256 bits of entropy, so there is nothing for a slow password hash to protect, and lookups stay O(1)
- * by an indexed column (no comparison of secrets in user space that could leak timing).
+ * API keys: a prefix naming the environment, then 256 random bits. Only the SHA-256 is stored: with that much
+ * entropy a slow password hash protects nothing, and a lookup by indexed hash compares no secret in our code.
  */
 import { hash, randomBytes } from 'node:crypto';
 import type { Plan } from './plans.ts';

@@ -1,8 +1,6 @@
 /**
- * Opaque keyset cursors. A cursor names the last id of the page and the status filter it was made
- * for, and carries an HMAC so that a client cannot forge or edit one: anything that fails the check
- * is a 400, never a silently different page. The secret lives in the database so that every
- * instance accepts every other instance's cursors.
+ * Opaque keyset cursors: the page's last id and its status filter under an HMAC, so a forged or edited cursor
+ * is a 400, never a different page. The secret is in the database, so every instance accepts every cursor.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { hmacSha256, type Mac } from './hmac.ts';

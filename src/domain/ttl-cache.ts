@@ -1,8 +1,6 @@
 /**
- * A small in-memory cache whose entries expire after a fixed time, bounded in size: when full, it is
- * emptied rather than evicting one entry at a time, since it fills only when an unusual number of
- * distinct keys is in use and every entry is cheap to look up again. Used for API keys and bans,
- * whose TTL (KEY_CACHE_TTL_MS) bounds how late a change in the database is seen.
+ * An in-memory cache whose entries expire after a fixed time (KEY_CACHE_TTL_MS, for keys and bans). When full
+ * it is emptied, not evicted entry by entry: it fills only under unusually many keys, each cheap to look up again.
  */
 export class TtlCache<K, V> {
   readonly #entries = new Map<K, { value: V; expiresAtMs: number }>();

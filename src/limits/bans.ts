@@ -1,23 +1,7 @@
 /**
- * Temporary bans of keys that keep sending after 429: misbehaviour, not concurrency.
- *
- * A client with many workers that honour Retry-After still gets a burst of refusals at its limit:
- * every request already in flight when the first 429 left is refused too, and none of them could have
- * seen it. So a refusal counts toward a ban only when it arrives at least BAN_GRACE_MS after the key's
- * first refusal in the window that refused it (the window its Retry-After waits for: a minute, or the
- * day). Each window has a first refusal of its own, so workers that wait out every Retry-After start
- * each window afresh however many windows they span. Counted refusals go into a fixed one-minute
- * window (by the same limiter as the quotas, so in Redis the count is shared by every instance); when
- * a key reaches BAN_THRESHOLD counted refusals in one window it is banned for BAN_DURATION_SECONDS,
- * to the whole second, so that the ban's X-RateLimit-Reset and Retry-After name the same instant. The
- * response that reaches the threshold is still `rate_limited`; from the next request on the key gets
- * `key_banned` until the ban ends. A key earns at most one ban per window.
- *
- * A key here is its subject (ApiKey.subjectId): a rotated key shares the bans of the key it replaced.
- * Bans are rows in the database, so they survive restarts and every instance sees them. Each instance
- * remembers a key's ban state for at most the key cache TTL (5 s at most), which bounds how late
- * `petstore keys unban` takes effect, and costs at most one lookup per key per TTL, shared by every
- * request that waits for it.
+ * Temporary bans of keys that keep sending after 429 (docs/rate-limits.md). A refusal counts only BAN_GRACE_MS
+ * after its window's first refusal, so requests already in flight never do; BAN_THRESHOLD counted in a minute
+ * bans the subject (shared by rotations) for BAN_DURATION_SECONDS, to the whole second, as Retry-After says.
  */
 import type { BanStore } from '../storage/store.ts';
 import { MINUTE_MS } from '../domain/durations.ts';

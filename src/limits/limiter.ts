@@ -1,17 +1,7 @@
 /**
- * Rate limiting contract. A subject (an API key's subject, or a client address for requests without a
- * valid key) has one or more windows; a request is admitted only when every window has room, and only
- * an admitted request is counted, so refused requests never consume quota.
- *
- * Windows are fixed and aligned to the Unix epoch: the minute window resets at every whole UTC minute
- * and the day window at UTC midnight. Fixed windows make limits exact and cheap to count (one counter
- * per window, atomic in Redis with one script), and their reset instants are the same for every
- * instance, which is what X-RateLimit-Reset and Retry-After promise.
- *
- * Each limiter decides by its own clock (`now()`): the in-process one by the instance's, the Redis one
- * by Redis's, so that instances whose clocks disagree still share one set of windows. A decision says
- * the moment it was taken at, and everything answered about it (headers, Retry-After, a ban placed
- * for it) counts from that moment.
+ * The rate-limiting contract: a subject (a key's subject, or a client address) has fixed UTC windows; a request
+ * is admitted only when every window has room, and only admitted ones count (docs/rate-limits.md). Each limiter
+ * decides by its own clock (the Redis one by Redis's); all answered about a decision counts from its moment.
  */
 
 export interface WindowLimit {

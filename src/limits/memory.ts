@@ -1,8 +1,6 @@
 /**
- * The in-process limiter of the embedded default. JavaScript runs one callback at a time, so the
- * check-then-count below is atomic without locks; exact for one instance. It is also the Redis
- * limiter's fallback, which tells it the counts Redis last gave (observe) so that a fallback starts
- * from them, and reads back what it counted (current) to bring Redis up to date once it answers again.
+ * The in-process limiter: exact for one instance, as one callback runs at a time. Also the Redis limiter's
+ * fallback, starting from the counts Redis last gave (observe) and reporting what it counted (current).
  */
 import { MINUTE_MS } from '../domain/durations.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';

@@ -1,19 +1,7 @@
 /**
- * Pre-admission: blocks of a busy key's quota, taken from Redis in one call and spent from memory.
- *
- * A key whose limits are far above what one instance sees of it need not cost a Redis round trip per
- * request. When an instance keeps asking Redis about the same subject, it asks for a block instead:
- * one script counts `size` requests at once (only while every window has plenty left, see redis.ts),
- * and the instance admits the next `size - 1` requests of that subject from memory. Sizes double
- * while each block is spent before it expires, and shrink to what was spent when one is not.
- *
- * What stays exact: nothing is admitted that was not counted in Redis first, so no key is ever
- * admitted more than its limit across all instances. What becomes approximate: a block's unspent
- * requests are counted but not yet used. They are handed back (by the caller, through `onUnspent`)
- * as soon as the block expires, is replaced, or the limiter closes; until then another instance may
- * refuse the key at its limit while this one still holds part of it, for at most one block lifetime.
- * Blocks are only taken where that cannot matter: a block is at most a thousandth of the smallest
- * window's limit, so keys on the standard plans (1,000 a minute at most) never take one.
+ * Pre-admission (docs/rate-limits.md): a busy key's quota taken from Redis a block at a time, spent from memory.
+ * Nothing is admitted that Redis did not count first; unspent requests go back through `onUnspent`. A block is
+ * at most a thousandth of the smallest limit, so keys on the standard plans never take one.
  */
 
 /** A block is at most this share of its smallest window's limit. */

@@ -1,12 +1,7 @@
 /**
- * The connection the shared limiter talks through, as managed Redis services offer it: one Redis
- * (REDIS_URL) or a Redis Cluster reached through seed nodes (REDIS_CLUSTER_NODES); `rediss://` for
- * TLS, with the certificate authorities of REDIS_TLS_CA_FILE when the service has its own; an ACL user
- * and password in the URL (`rediss://user:password@host:port`).
- *
- * Every option here serves the limiter's rule that a request never waits on Redis for long: nothing is
- * queued while disconnected, no command is retried, each has a short timeout, and the client keeps
- * reconnecting by itself while the in-memory fallback answers.
+ * The limiter's Redis connection: one Redis (REDIS_URL) or a Cluster (REDIS_CLUSTER_NODES), with TLS and ACL
+ * users as managed services offer them. Every option keeps a request from waiting on Redis: no offline queue,
+ * no retries, short timeouts, reconnecting by itself while the in-memory fallback answers.
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 

@@ -1,21 +1,7 @@
 /**
- * The shared limiter: counters in Redis, so every instance enforces one global limit per key.
- *
- * All windows of a request are checked and counted by one Lua script, atomically and in one round
- * trip. The script reads Redis's clock (TIME) and works out each window's start itself, so windows
- * begin and end at the same instants for every instance whatever their own clocks say; a counter
- * holds its window's start beside its count, and a new window starts from zero by construction.
- *
- * In a Redis Cluster every key of one subject carries the subject as a hash tag (`{key:ID}`), so they
- * sit in one slot and one script still decides atomically; subjects spread over the slots.
- *
- * When Redis cannot answer within a short timeout (or is known to be disconnected) the decision is
- * taken by an in-memory limiter of this instance instead, which already holds the counts Redis last
- * gave for each subject, so no instance admits more than a limit on its own. Its clock is Redis's as
- * last read, carried forward by the monotonic clock. A warning is logged and the fallback counted.
- * ioredis reconnects by itself; before decisions return to Redis, every counter this instance knows
- * is brought up to date there: what it admitted meanwhile is added, and a counter that is lower than
- * what this instance last saw (a Redis restarted empty) is raised to it.
+ * The shared limiter (docs/scale-out.md): every window of a request checked and counted by one Lua script on
+ * Redis's clock, a subject's keys hash-tagged into one Cluster slot. While Redis is slow or down, a fallback in
+ * memory that holds the counts Redis last gave decides; Redis is brought up to date before it decides again.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
@@ -34,11 +20,9 @@ end`;
 /** How long a counter outlives its window (by Redis's clock), so that an instance a little behind it still finds it. */
 const COUNTER_MARGIN_MS = 5000;
 
-// KEYS: one counter per window, a hash of its window's start (s) and count (c). ARGV[1]: the test's
-// clock (0: Redis's); ARGV[2]: 1 to count, 0 to look only; ARGV[3]: the block wanted (1: this request alone); then
-// limit and length per window. A block larger than 1 is granted only while every window has at least
-// BLOCK_HEADROOM blocks left; else the request is counted alone, so the last of a window's quota is
-// always decided one request at a time.
+// KEYS: a hash per window of its start (s) and count (c). ARGV: the test's clock (0: Redis's), 1 to count or
+// 0 to look, the block wanted (1: this request alone), then limit and length per window. A larger block is
+// granted only while every window has BLOCK_HEADROOM blocks left, so a window's last quota goes one by one.
 // Returns { requests counted (0: refused or looked only), now, count of window 1, count of window 2, ... }.
 const BLOCK_HEADROOM = 10;
 const SCRIPT = `${NOW}
@@ -473,14 +457,9 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   /**
-   * Brings Redis up to what this instance knows before it decides again: what the fallback admitted is
-   * added to each counter, and a counter lower than this instance's count is raised to it. After a
-   * lost connection (Redis may have restarted empty) every subject the fallback holds a live window of
-   * is raised; after a slow reply only those it admitted to. Subjects go a batch at a time, so a day's
-   * worth of keys does not land on Redis at once. On a failure the instance stays on its fallback and
-   * tries again a second later, keeping only what did not reach Redis. What the fallback admits while
-   * this runs is sent the moment it succeeds, ahead of anything Redis is asked afterwards on the same
-   * connection (in a Cluster, unless the slot moves meanwhile).
+   * Brings Redis up to what this instance knows, a batch at a time: the fallback's admissions added, lower counters
+   * raised to this instance's (every live subject after a lost connection, else those it admitted to). On failure
+   * it stays on the fallback and retries a second later; what it admits meanwhile is sent ahead of later calls.
    */
   async #bringUpToDate(): Promise<void> {
     const everything = this.#countsMayBeLost;

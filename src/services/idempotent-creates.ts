@@ -1,14 +1,7 @@
 /**
- * Idempotent pet creates (the IETF Idempotency-Key draft), as the service's own rules, apart from HTTP
- * and from any engine: a create with a key claims it, creates, and records the pet on the claim; a
- * repeat of the same request within the window finds that pet again; the same key with another
- * request, or while the first is still creating, is refused. The route turns the outcome into an
- * answer; the store keeps claims durable and shared by every instance.
- *
- * One pet per key whatever the timing: a create is fenced by its claim's token (storage/store.ts), so
- * a create that commits late, after its claim was taken over, makes nothing; and a claim is released
- * only when its create certainly stored nothing. A create whose outcome is unknown keeps its claim
- * until it may be taken over, when a retry finds the pet or creates it.
+ * Idempotent creates (docs/decisions.md, "Idempotency-Key"), apart from HTTP and any engine. A create is fenced
+ * by its claim's token, so one that commits after its claim was taken over makes nothing; a claim is released
+ * only when its create certainly stored nothing.
  */
 import { hash } from 'node:crypto';
 import { DAY_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';

@@ -1,8 +1,6 @@
 /**
- * The one storage failure the HTTP layer treats specially: the database cannot be used right now
- * (connection refused or lost, a timeout, the server shutting down; on SQLite a write lock held past
- * SQLITE_LOCK_WAIT_MS, a full disk, read-only storage, an I/O error). It becomes a 503 `unavailable`
- * with Retry-After, not a 500.
+ * The database cannot be used right now (unreachable, timed out, shutting down; on SQLite a lock held past
+ * SQLITE_LOCK_WAIT_MS, a full disk, read-only storage, an I/O error): a 503 with Retry-After, not a 500.
  */
 export interface UnavailableDetails {
   /** What is wrong, in words for the log and for a command's message ("disk full"). */

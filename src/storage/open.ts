@@ -8,25 +8,33 @@
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { ConfigError, VARIABLES, type Config, type DatabaseTarget } from '../config.ts';
+import { ConfigError } from '../config/variable.ts';
+import { withoutPassword } from '../domain/redaction.ts';
 import type { PostgresOptions } from './postgres/store.ts';
+import type { SqliteOptions } from './sqlite/store.ts';
 import type { Store } from './store.ts';
 
-/** Where the database is when DATABASE_URL is unset. */
-function defaultTarget(): DatabaseTarget {
-  const entry = VARIABLES.find((v) => v.names[0] === 'DATABASE_URL')!;
-  return entry.read({}, {}) as DatabaseTarget;
+/**
+ * A database DATABASE_URL names. `createFolder`: the default location's folder (./data) is created,
+ * so a fresh checkout starts with `npm start` and nothing to set up; any other must exist.
+ */
+export type DatabaseTarget = { engine: 'sqlite'; path: string; createFolder?: boolean } | { engine: 'postgres'; url: string };
+
+export interface OpenOptions {
+  /** SQLITE_SYNCHRONOUS and SQLITE_LOCK_WAIT_MS; PostgreSQL ignores them. */
+  synchronous: SqliteOptions['synchronous'];
+  lockWaitMs: number;
+  /** Given by the server with tracing on: wraps a SQLite store so its calls become spans. */
+  traceSqlite?: (store: Store) => Store;
+  /** Hears what the PostgreSQL store adapts to a transaction pooler, and SQLite writes failing and recovering. */
+  log?: PostgresOptions['log'];
 }
 
-/**
- * The folder a SQLite file goes in must exist, except the default location's (./data), which is
- * created: a fresh checkout then starts with `npm start` and nothing to set up.
- */
-function prepareSqliteFolder(path: string): void {
+/** Refuses a SQLite file whose folder does not exist, or creates the folder when `create` says so. */
+export function prepareSqliteFolder(path: string, create: boolean): void {
   if (path === ':memory:') return;
   const folder = dirname(resolve(path));
-  const fallback = defaultTarget();
-  if (fallback.engine === 'sqlite' && resolve(fallback.path) === resolve(path)) {
+  if (create) {
     mkdirSync(folder, { recursive: true });
     return;
   }
@@ -51,38 +59,16 @@ export function describePostgres(url: string): string {
   return `PostgreSQL at ${parsed.host || 'localhost'}, database ${database}`;
 }
 
-/** A driver's message with the URL's password taken out, should a driver ever echo it. */
-export function withoutPassword(message: string, url: string): string {
-  const password = URL.parse(url)?.password;
-  if (!password) return message;
-  let decoded = password;
-  try {
-    decoded = decodeURIComponent(password);
-  } catch {
-    // not percent-encoded text: the raw form is all there is to take out
-  }
-  return message.replaceAll(password, '***').replaceAll(decoded, '***');
-}
-
-/**
- * The store DATABASE_URL names. `traceSqlite`, given by the server with tracing on, wraps a SQLite
- * store so its calls become spans; PostgreSQL's driver is traced by its own instrumentation. `log`
- * hears what the PostgreSQL store adapts to a transaction pooler in front of the database, and when
- * SQLite writes start failing and recover.
- */
+/** The store a target names; PostgreSQL's driver is traced by its own instrumentation. */
 export async function openStore(
-  config: Pick<Config, 'database' | 'sqliteSynchronous' | 'sqliteLockWaitMs'>,
-  traceSqlite: (store: Store) => Store = (store) => store,
-  log?: PostgresOptions['log'],
+  target: DatabaseTarget,
+  { synchronous, lockWaitMs, traceSqlite = (s) => s, log }: OpenOptions,
 ): Promise<Store> {
-  const target = config.database;
   if (target.engine === 'sqlite') {
-    prepareSqliteFolder(target.path);
+    prepareSqliteFolder(target.path, target.createFolder === true);
     const { openSqliteStore } = await import('./sqlite/store.ts');
     try {
-      return traceSqlite(
-        openSqliteStore({ path: target.path, synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs, log }),
-      );
+      return traceSqlite(openSqliteStore({ path: target.path, synchronous, lockWaitMs, log }));
     } catch (err) {
       throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
         cause: err,

@@ -41,15 +41,15 @@ export interface PetStore {
   /** Pets in ascending id order. */
   listPets(query: ListPetsQuery): Promise<Pet[]>;
   /**
-   * The same page as listPets, already written as the response's JSON array by the database, which
-   * is what the API serves: turning rows into objects with BigInt ids and back into JSON cost more
-   * than the query itself.
+   * The same page as listPets, written as JSON by the database: an optimisation of petsJson
+   * (domain/pet-json.ts), whose bytes it must equal (the contract suite checks both engines). Turning
+   * rows into objects with BigInt ids and back into JSON cost more than the query itself.
    */
   listPetsJson(query: ListPetsQuery): Promise<PetPageJson>;
 }
 
 export interface PetPageJson {
-  /** The JSON array of at most `limit` pets, in the response's field names. */
+  /** petsJson of the page's pets: the JSON array of at most `limit` pets. */
   json: string;
   /** The id of the last pet in the page, when the page is full. */
   lastId: bigint | undefined;

@@ -1,9 +1,6 @@
 /**
- * The service is ESM, and an ESM `import` of a CommonJS package (pg, ioredis) does not pass through
- * `require`, where the instrumentations patch packages by default. A module hook lets them see those
- * imports too; it must be in place before the packages are first imported, so it is registered
- * before the server is loaded. Only the packages named are intercepted: every other module loads as
- * it would without tracing.
+ * A module hook, so the instrumentations see ESM imports of CommonJS packages (pg, ioredis), which bypass the
+ * `require` they patch. Registered before the server loads; it intercepts only the packages named.
  */
 import module from 'node:module';
 import { register, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs';

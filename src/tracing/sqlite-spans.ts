@@ -1,8 +1,6 @@
 /**
- * Spans for SQLite. node:sqlite has no instrumentation of its own, so the store is wrapped instead:
- * each call of the Store interface made for a request becomes a client span `sqlite <method>`
- * (db.system `sqlite`), a child of the request's span. PostgreSQL needs none of this: its driver is instrumented, one
- * span per query.
+ * Spans for SQLite, which has no instrumentation: each Store call made for a request becomes a client span
+ * `sqlite <method>` under the request's span (pg is instrumented already, one span per query).
  */
 import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { Store } from '../storage/store.ts';

@@ -1,12 +1,6 @@
 /**
- * OpenTelemetry tracing, on when OTEL_EXPORTER_OTLP_ENDPOINT is set. The CLI imports this module
- * only then, and before the server: nothing of OpenTelemetry is loaded otherwise.
- *
- * What is traced: each request (the Fastify instrumentation, continuing the caller's W3C
- * `traceparent`), and the storage and limiter work it causes: PostgreSQL queries
- * (pg) and Redis commands (ioredis) through their instrumentations, SQLite calls through
- * sqlite-spans.ts. Spans leave in batches from a queue, in the background: a request never waits on
- * the collector, and a collector that is slow or down costs dropped spans, never requests.
+ * OpenTelemetry tracing, loaded by the CLI only when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md,
+ * "Tracing"). Spans leave in batches in the background: a slow or absent collector costs spans, never requests.
  */
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';

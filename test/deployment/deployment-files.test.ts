@@ -50,7 +50,7 @@ test('every variable the Dockerfile sets is read by the configuration and accept
   const { NODE_ENV: _ignored, ...env } = dockerEnv;
   const config = loadConfig(env);
   assert.equal(config.host, '0.0.0.0');
-  assert.deepEqual(config.database, { engine: 'sqlite', path: '/data/petstore.db' });
+  assert.deepEqual(config.database, { engine: 'sqlite', path: '/data/petstore.db', createFolder: false });
   assert.match(dockerfile, /VOLUME \["\/data"\]/);
 });
 

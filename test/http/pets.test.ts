@@ -42,6 +42,18 @@ describe('pets', () => {
     }
   });
 
+  test("a pet's JSON is the same bytes in createPet's answer, getPet's and the list's", async () => {
+    // The list's text is written by the database, the others by the app (storage/store.ts, listPetsJson).
+    const name = 'q " b \\ \u0001\t\u007f \u2028\u2029 é 🐈‍⬛ </script>';
+    const body = `{"name":${JSON.stringify(name)},"categoryId":9223372036854775807,"status":"sold"}`;
+    const created = await call(server, 'POST', '/v1/pets', { key, body });
+    assert.equal(created.status, 201);
+    assert.equal(created.text, `{"id":${created.json.id},"name":${JSON.stringify(name)},"categoryId":9223372036854775807,"status":"sold"}`);
+    assert.equal((await call(server, 'GET', `/v1/pets/${created.json.id}`, { key })).text, created.text);
+    const listed = await call(server, 'GET', '/v1/pets?status=sold&limit=100', { key });
+    assert.ok(listed.text.includes(created.text), listed.text);
+  });
+
   test('categoryId round-trips exactly over the whole int64 range', async () => {
     for (const literal of ['9223372036854775807', '9007199254740993', '1', '1234567890123456789']) {
       const res = await call(server, 'POST', '/v1/pets', { key, body: `{"name":"Big","categoryId":${literal}}` });

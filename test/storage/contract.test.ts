@@ -12,7 +12,9 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import type { Environment } from '../../src/domain/api-key.ts';
-import type { NewPet, Pet } from '../../src/domain/pet.ts';
+import { INT64_MAX } from '../../src/domain/int64.ts';
+import { NAME_MAX_LENGTH, nameProblem, PET_STATUSES, type NewPet, type Pet } from '../../src/domain/pet.ts';
+import { petJson, petsJson } from '../../src/domain/pet-json.ts';
 import type { Plan } from '../../src/domain/plans.ts';
 import { LATEST_SQLITE_VERSION } from '../../src/storage/sqlite/migrations.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
@@ -38,6 +40,8 @@ export interface Harness {
   reopen(): Promise<Store>;
   /** The rows of schema_migrations, read through a connection of its own, not through the Store. */
   migrationRows(): Promise<MigrationRow[]>;
+  /** Moves the pets' id sequence behind the store, through a connection of its own: the next pet created gets `id`. */
+  setNextPetId(id: bigint): Promise<void>;
   /** Closes the current store (if still open) and removes the database. */
   cleanup(): Promise<void>;
 }
@@ -77,6 +81,17 @@ function sqliteHarness(): Promise<Harness> {
           applied_at: number;
         }[];
         return rows.map((r) => ({ version: r.version, name: r.name, appliedAt: r.applied_at }));
+      } finally {
+        db.close();
+      }
+    },
+    async setNextPetId(id) {
+      const db = new DatabaseSync(path, { timeout: 5000 });
+      try {
+        // AUTOINCREMENT gives the greater of this and the highest id, plus one.
+        if (db.prepare("UPDATE sqlite_sequence SET seq = ? WHERE name = 'pets'").run(id - 1n).changes === 0) {
+          db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('pets', ?)").run(id - 1n);
+        }
       } finally {
         db.close();
       }
@@ -227,6 +242,15 @@ async function postgresHarness(): Promise<Harness> {
         await client.end();
       }
     },
+    async setNextPetId(id) {
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        await client.query("SELECT setval(pg_get_serial_sequence('pets', 'id'), $1, false)", [id.toString()]);
+      } finally {
+        await client.end();
+      }
+    },
     async cleanup() {
       if (!closed) await current.close();
       closed = true;
@@ -333,6 +357,33 @@ function newKey(overrides: Partial<NewApiKey> = {}): NewApiKey {
 
 const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
+/**
+ * Names whose JSON is easy to get wrong, each one the API accepts: 1 to NAME_MAX_LENGTH characters,
+ * no NUL and no unpaired surrogate (the API refuses both before a store sees them: nameProblem).
+ */
+const AWKWARD_NAMES = [
+  'Rex',
+  'quote " backslash \\ slash / and both \\"',
+  // Every C0 control character but NUL: JSON must escape each, some as \b \f \n \r \t, the rest as \u00XX.
+  Array.from({ length: 31 }, (_, i) => String.fromCharCode(i + 1)).join(''),
+  'DEL \u007f, C1 \u0080 \u0085 \u009f',
+  'line \u2028 and paragraph \u2029 separators',
+  'emoji 🐈‍⬛ 🏳️‍🌈 👩🏽‍🚀 🇫🇷',
+  'BOM \ufeff, noncharacters \ufffe \uffff, replacement \ufffd',
+  'é composed, e\u0301 decomposed',
+  `</script><!-- & ' <>`,
+  '  spaces around  ',
+  'x'.repeat(NAME_MAX_LENGTH),
+  '🐕'.repeat(NAME_MAX_LENGTH), // 200 UTF-16 units, 400 UTF-8 bytes
+  '\u001f'.repeat(NAME_MAX_LENGTH), // each written as a six-byte escape
+  '"'.repeat(NAME_MAX_LENGTH),
+  '\\'.repeat(NAME_MAX_LENGTH),
+  '\u2028'.repeat(NAME_MAX_LENGTH),
+];
+
+/** Category ids at the edges: the smallest, the first a double cannot hold, the largest. */
+const EDGE_CATEGORY_IDS = [1n, 2n ** 53n + 1n, INT64_MAX];
+
 // ---------------------------------------------------------------------------------------------------
 // The contract
 
@@ -423,7 +474,7 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
         };
         const ids = (pets: Pet[]) => pets.map((p) => p.id);
 
-        test('listPetsJson writes the same pages as listPets, in the text the JSON serialiser would write', () =>
+        test('listPetsJson writes the same pages as listPets, in the text petsJson writes', () =>
           withStore(async ({ store }) => {
             await seed(store);
             await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
@@ -453,11 +504,57 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
               const label = `${status}/${afterId}/${limit}`;
               assert.deepEqual(asPets(page.json), rows.slice(0, limit), label);
               // Byte for byte: the page's ETag is a digest of this text.
-              const asText = (pet: Pet) =>
-                `{"id":${pet.id},"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":${JSON.stringify(pet.status)}}`;
-              assert.equal(page.json, `[${rows.slice(0, limit).map(asText).join(',')}]`, label);
+              assert.equal(page.json, petsJson(rows.slice(0, limit)), label);
               assert.equal(page.more, rows.length > limit, label);
               assert.equal(page.lastId, rows.length >= limit ? rows[limit - 1]!.id : undefined, label);
+            }
+          }));
+
+        test('listPetsJson writes awkward pets, pages and single pets, byte for byte as petJson does', () =>
+          withStore(async (h) => {
+            for (const name of AWKWARD_NAMES) {
+              assert.equal(nameProblem(name), undefined, name);
+              assert.ok([...name].length <= NAME_MAX_LENGTH, name);
+            }
+            // Every status and category edge with every kind of name; ids from 1, around 2^53, and up to 2^63 - 1.
+            const news = AWKWARD_NAMES.map((name, i) =>
+              newPet(name, { status: PET_STATUSES[i % 3]!, categoryId: EDGE_CATEGORY_IDS[Math.floor(i / 3) % 3]! }),
+            );
+            const pets: Pet[] = [];
+            for (const [i, pet] of news.entries()) {
+              if (i === 5) await h.setNextPetId(2n ** 53n - 1n);
+              if (i === 10) await h.setNextPetId(INT64_MAX - BigInt(news.length - 1 - i));
+              pets.push(await h.store.createPet(pet));
+            }
+            assert.equal(pets.at(-1)!.id, INT64_MAX);
+            assert.ok(pets.some((p) => p.id === 2n ** 53n + 1n));
+
+            const walk = async (status: Pet['status'] | undefined, limit: number) => {
+              const expected = pets.filter((p) => status === undefined || p.status === status);
+              let afterId: bigint | undefined;
+              for (let at = 0; ; at += limit) {
+                const page = await h.store.listPetsJson({ status, afterId, limit });
+                const label = `${h.store.engine}: status ${status}, limit ${limit}, after ${afterId}`;
+                assert.equal(page.json, petsJson(expected.slice(at, at + limit)), label);
+                assert.equal(page.more, expected.length > at + limit, label);
+                assert.equal(page.lastId, expected.length >= at + limit ? expected[at + limit - 1]!.id : undefined, label);
+                if (!page.more) break;
+                afterId = page.lastId;
+              }
+            };
+            // One status first, so later pages are assembled partly from pets an engine may have kept.
+            for (const limit of [100, 1, 2, 7])
+              for (const status of ['sold', undefined, ...PET_STATUSES] as const) await walk(status, limit);
+            await h.reopen(); // nothing kept: every pet written afresh
+            await walk(undefined, 100);
+
+            for (const pet of pets) {
+              const label = `${h.store.engine}: pet ${pet.id}`;
+              assert.deepEqual(await h.store.getPet(pet.id), pet, label); // what getPet's route writes petJson of
+              for (const status of [pet.status, undefined]) {
+                const page = await h.store.listPetsJson({ status, afterId: pet.id - 1n, limit: 1 });
+                assert.equal(page.json, `[${petJson(pet)}]`, label);
+              }
             }
           }));
 

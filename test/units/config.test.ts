@@ -48,7 +48,7 @@ test('an empty environment gives the defaults', () => {
   assert.deepEqual(loadConfig({}), {
     port: 8080,
     host: '127.0.0.1',
-    database: { engine: 'sqlite', path: './data/petstore.db' },
+    database: { engine: 'sqlite', path: './data/petstore.db', createFolder: true },
     redisUrl: undefined,
     redisClusterNodes: undefined,
     redisTlsCaFile: undefined,
@@ -111,7 +111,7 @@ test('values are read as given', () => {
     TLS_KEY: '/etc/tls/key.pem',
   });
   assert.equal(config.port, 0);
-  assert.deepEqual(config.database, { engine: 'sqlite', path: '/var/lib/petstore.db' });
+  assert.deepEqual(config.database, { engine: 'sqlite', path: '/var/lib/petstore.db', createFolder: false });
   assert.equal(config.redisUrl, 'rediss://cache.internal:6380');
   assert.deepEqual([config.environment, config.logLevel, config.sqliteSynchronous], ['staging', 'silent', 'full']);
   assert.equal(config.banDurationSeconds, 30 * 86_400);

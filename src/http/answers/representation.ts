@@ -8,7 +8,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { chooseCoding, compress, COMPRESSION_THRESHOLD } from './compression.ts';
 import { codedTag, entityTag, noneMatchHits } from './conditional.ts';
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+/** The Content-Type of every JSON body the routes write as text. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** An answer's body as first serialised, its tag, and the compressed forms made of it so far. */
 export interface Representation {

@@ -1,11 +1,7 @@
 /**
- * The client address's rate limit, for answers given before any key is read: those written before or
- * outside the router (unrouted-answers.ts) and CORS preflights (security-headers.ts). It is the bucket
- * the guard charges requests without a valid key to (guarded-requests.ts), whose subject and limit it names here.
- *
- * The limiter may have to ask Redis; an answer never waits for it longer than LIMITER_WAIT_MS (the
- * Redis limiter falls back to memory well before that), and goes without the headers past it rather
- * than not at all.
+ * The client address's rate limit, for answers given before any key is read (unrouted-answers.ts, CORS
+ * preflights): the bucket the guard charges keyless requests to. Such an answer waits at most LIMITER_WAIT_MS
+ * for the limiter, then goes without the headers rather than not at all.
  */
 import type { IncomingMessage } from 'node:http';
 import { MINUTE_MS } from '../../domain/durations.ts';
@@ -44,10 +40,8 @@ export interface AddressLimits {
   /** The bucket's headers, counting nothing. */
   report(client: string): Promise<Record<string, string> | undefined>;
   /**
-   * For a request whose headers could not be read, known only by its connection's peer: charged to
-   * the peer, unless the peer is a trusted proxy. The client is then named in headers that were never
-   * read, and charging the proxy would spend, for every client behind it, what one of them ran up: its
-   * bucket is reported instead.
+   * For a request whose headers were never read, known only by its peer: charged to the peer, unless that is a
+   * trusted proxy, whose bucket is then reported uncounted (charging it would spend every client's quota).
    */
   chargePeer(peer: string): Promise<Record<string, string> | undefined>;
 }

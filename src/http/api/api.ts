@@ -1,12 +1,7 @@
 /**
- * The API: every route under /v1, as one encapsulated plugin registered with that prefix. What makes
- * a request an API request is the route the router matched inside this scope, never the URL's text:
- * a percent-encoded `/%76%31/pets` or an absolute-form target reaches these hooks exactly when it
- * reaches these routes. In order, for every route and for the scope's own not-found answer:
- *
- * 1. `Cache-Control: no-store`: every answer depends on the caller's key and quota;
- * 2. the guard: authentication, bans, rate limits (guarded-requests.ts);
- * 3. `100 Continue` for an admitted request whose body will be read (hooks/unread-bodies.ts).
+ * The API: every route under /v1, one encapsulated plugin, so a request is an API request by the route it
+ * matched, never by the URL's text. Its hooks, in order: `Cache-Control: no-store`, the guard
+ * (guarded-requests.ts), then `100 Continue` for an admitted request whose body will be read.
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -38,8 +33,8 @@ export interface ApiOptions {
    * in /v1. The URLs the API sends (next page, created pet, replacement) start with it.
    */
   publicBaseUrl: string;
-  /** Told every method the API allows somewhere, once its routes are registered. */
-  onRoutes?: (allow: string) => void;
+  /** Filled with the API's routes as they are registered, for whoever needs their methods. */
+  routes: RouteTable;
 }
 
 /**
@@ -70,7 +65,8 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   });
   app.addHook('onRequest', guard.api);
   app.addHook('preParsing', continueAdmitted);
-  const routes = new RouteTable(app);
+  const { routes } = options;
+  routes.watch(app);
   await app.register(listPets, {
     pets: store,
     cursors,
@@ -93,5 +89,5 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
   await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now, publicBaseUrl });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).
-  await app.register(methodNotAllowed, { routes, onRoutes: options.onRoutes });
+  await app.register(methodNotAllowed, { routes });
 }

@@ -1,19 +1,17 @@
 /**
- * createPet: POST /v1/pets (`/pets` under the document's /v1 servers), with optional Idempotency-Key
- * (IETF httpapi draft semantics): the first create for a key and caller is recorded with the pet, in
- * the same transaction, and its response is replayed for 24 hours with `Idempotent-Replayed: true`
- * (pets never change, so the stored pet gives the same body); the same key with a different body is a
- * 422; a duplicate while the first is still being processed is a 409. Keys are scoped to the API key.
- * The rules are the IdempotentCreates service's; this route parses the request and writes the answer.
+ * createPet: POST /v1/pets with an optional Idempotency-Key. The rules are the IdempotentCreates service's
+ * (docs/decisions.md, "Idempotency-Key"); this route parses the request and writes the answer.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { isPositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
+import { petJson } from '../../domain/pet-json.ts';
 import { DEFAULT_PET_STATUS, nameProblem, type NewPet as NewPetValue, type Pet } from '../../domain/pet.ts';
 import type { IdempotentCreates } from '../../services/idempotent-creates.ts';
 import { CreateOutcomeUnknownError } from '../../storage/errors.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../contract/api-error.ts';
+import { JSON_TYPE } from '../answers/representation.ts';
 import { exactTopLevelIntegers } from '../hooks/json-bodies.ts';
 import { COMMON_ERRORS, errors, json } from '../contract/responses.ts';
 import { CreatePetHeaders, NewPet, refTo } from '../contract/schemas.ts';
@@ -52,9 +50,9 @@ export interface CreatePetDeps {
 }
 
 export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, { pets, creates, publicBaseUrl }) => {
-  /** The 201 with the pet, its Location and (from the 201 response schema) its serialised body. */
+  /** The 201 with the pet, its Location and its JSON, written by the one mapping the other operations use. */
   const created = (reply: FastifyReply, pet: Pet): FastifyReply =>
-    reply.code(201).header('Location', `${publicBaseUrl}/pets/${pet.id}`).send(pet);
+    reply.code(201).header('Location', `${publicBaseUrl}/pets/${pet.id}`).type(JSON_TYPE).send(petJson(pet));
 
   app.post(
     '/pets',

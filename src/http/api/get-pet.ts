@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { getPetDeprecationHeaders, isGetPetSunset } from '../../domain/deprecation.ts';
 import { docsUrlBeside } from '../urls.ts';
 import { parsePositiveInt64, POSITIVE_INT64_PROBLEM } from '../../domain/int64.ts';
+import { petJson } from '../../domain/pet-json.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../contract/api-error.ts';
 import type { CacheName, WatchedCache } from '../../metrics.ts';
@@ -75,7 +76,7 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
       if (!found) {
         const pet = await pets.getPet(id);
         if (!pet) throw new ApiError('not_found', `No pet with id ${id}`);
-        found = representationOf(reply.serialize(pet) as string); // the route's JSON serializer yields text
+        found = representationOf(petJson(pet));
         known.set(key, found);
       }
       return sendRepresentation(request, reply, found, () => known.remeasure(key));

@@ -1,11 +1,7 @@
 /**
- * The gate every /v1 request passes before its body is read: authentication, bans, then rate
- * limiting. Running at onRequest means a refused request costs no body parsing (and its connection
- * is closed rather than drained, see unread-bodies.ts), and every response under /v1, errors
- * included, carries the rate-limit headers of the subject that was charged: the API key when it is
- * valid, otherwise the client address (which also slows down key guessing). A key new to this
- * instance is looked up in the store only while its address has room, or once a second when it has
- * none, so made-up keys past the address's limit cost no database work (see authenticateGuarded).
+ * The gate every /v1 request passes at onRequest, before its body is read: authentication, bans, rate limits.
+ * Every answer under /v1 carries the charged subject's headers (the key's, else the address's). A key new to
+ * this instance costs a lookup only while its address has room, or once a second (docs/rate-limits.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -154,10 +150,8 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   /**
-   * guardKey's outcome, reached without waiting when the key's ban state is in memory and the limiter
-   * decides from memory (the in-process limiter always; the Redis limiter for a request pre-admitted
-   * from a block). Calls done and returns true then; returns false, having done nothing, otherwise.
-   * The common request so costs no promise and no turn of the microtask queue.
+   * guardKey's outcome when nothing needs waiting for (ban state in memory, a limiter deciding from memory):
+   * calls done and returns true; else returns false, having done nothing. The common request costs no promise.
    */
   function guardKeyNow(request: FastifyRequest, reply: FastifyReply, key: ApiKey, done: HookDone): boolean {
     const nowMs = limiter.now();
@@ -205,12 +199,9 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   /**
-   * authenticate, but a key this instance has not found lately is looked up only while the address
-   * has room, or once a second when it has none; otherwise the address's 429 (nothing counted). So a
-   * flood of made-up keys past the address's limit costs no query, while a valid key sent from that
-   * address usually gets through (and is then charged to itself; the exception: docs/rate-limits.md). After the look at the address the
-   * lookup starts (or joins one on its way) without yielding, so requests for one key that looked
-   * together share it rather than being refused.
+   * authenticate, but a key not found lately is looked up only while the address has room, or once a second;
+   * otherwise the address's 429, nothing counted (docs/rate-limits.md, "What a refusal costs"). The lookup
+   * starts or joins one without yielding, so requests for one key that looked together share it.
    */
   async function authenticateGuarded(request: FastifyRequest, reply: FastifyReply): Promise<AuthResult> {
     if (authenticator.wouldLookUpNewKey(request)) {

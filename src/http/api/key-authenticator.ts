@@ -1,11 +1,7 @@
 /**
- * Bearer API keys. A key is looked up by the SHA-256 of the whole key on an indexed column, so an
- * unknown key and a wrong key cost the same and nothing secret is compared byte by byte in our code.
- * Found keys are cached for a short time (KEY_CACHE_TTL_MS, at most 5 s), which bounds how late a
- * revocation takes effect on every instance. Unknown keys are remembered as unknown for as long, in a
- * cache of their own: a key is 256 random bits shown only once it is stored, so no client can present
- * it before it exists, and a created key still works at once. Concurrent lookups of one key share one
- * query.
+ * Bearer API keys, looked up by the SHA-256 of the whole key: nothing secret is compared in our code. Found
+ * and unknown keys are remembered for KEY_CACHE_TTL_MS, which bounds how late a revocation is seen; a key is
+ * stored before it is shown, so a new one works at once. Concurrent lookups of one key share one query.
  */
 import type { FastifyRequest } from 'fastify';
 import { environmentOfKey, hashKey, hasIssuedLength, type ApiKey, type Environment } from '../../domain/api-key.ts';

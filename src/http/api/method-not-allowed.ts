@@ -1,11 +1,7 @@
 /**
- * 405 with `Allow` for the other methods of the API's paths (Fastify alone would answer 404), OPTIONS
- * answered 204 with the `Allow` list, and 404 for every other path under the API's prefix. What each path allows is read from the routes
- * registered before this plugin, so `Allow` can never disagree with the router. Neither answer needs
- * a key: both only restate the public OpenAPI document. They are still rate-limited like everything
- * under /v1. The routes themselves are hidden from @fastify/swagger (one route serves many methods);
- * the document says what OPTIONS does in its introduction, and lists the 405 on every operation as a
- * shared response (openapi.ts).
+ * 405 with `Allow` for the other methods of the API's paths, 204 with `Allow` for OPTIONS, 404 for any other
+ * path under the prefix. `Allow` is read from the routes registered before, so it cannot disagree with the
+ * router. No key needed (both restate the public document), but rate-limited like all of /v1.
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError, noResourceError } from '../contract/api-error.ts';
@@ -20,7 +16,7 @@ export class RouteTable {
   #sealed = false;
 
   /** Records every route registered in `scope` (and the scopes under it) from now on, until sealed. */
-  constructor(scope: FastifyInstance) {
+  watch(scope: FastifyInstance): void {
     scope.addHook('onRoute', (route) => {
       if (this.#sealed) return;
       const methods = this.#methods.get(route.url) ?? new Set<string>();
@@ -35,7 +31,7 @@ export class RouteTable {
     return [...this.#methods].map(([path, methods]) => ({ path, allow: allowField([...methods, 'OPTIONS']) }));
   }
 
-  /** Every method some path allows, for CORS preflights and answers given outside the router. */
+  /** Every method some path allows, for CORS preflights and answers given outside the router (read once sealed). */
   union(): string {
     return allowField([...this.#methods.values()].flatMap((m) => [...m]).concat('OPTIONS'));
   }
@@ -55,8 +51,6 @@ export function methodNotAllowedError(method: string, allow: string): ApiError {
 export interface MethodNotAllowedOptions {
   /** The scope's routes, registered before this plugin. */
   routes: RouteTable;
-  /** Told every method the API allows somewhere. */
-  onRoutes?: (allow: string) => void;
 }
 
 /**
@@ -64,9 +58,8 @@ export interface MethodNotAllowedOptions {
  * the scope's not-found answer (a 405 for a known path with a method the router has no routes for,
  * otherwise a 404).
  */
-export async function methodNotAllowed(app: FastifyInstance, { routes, onRoutes }: MethodNotAllowedOptions): Promise<void> {
+export async function methodNotAllowed(app: FastifyInstance, { routes }: MethodNotAllowedOptions): Promise<void> {
   const paths = routes.seal();
-  onRoutes?.(routes.union());
   // Every method the router knows (WebDAV's PROPFIND and SEARCH included), not only the common ones:
   // any of them on a known path is a 405 with Allow, never a 404.
   const methods = app.supportedMethods.filter((m) => m !== 'HEAD' && m !== 'CONNECT');
@@ -76,6 +69,7 @@ export async function methodNotAllowed(app: FastifyInstance, { routes, onRoutes 
       method: methods.filter((m) => m === 'OPTIONS' || !allowed.includes(m)),
       // The table holds whole paths; routes are registered under this scope's prefix.
       url: path.slice(app.prefix.length),
+      // Out of the document: openapi.ts declares OPTIONS and the 405 on every documented path.
       schema: { hide: true },
       config: { public: true },
       // Answered before any body is read: a DELETE with a body is a 405, not a 415 or 413.

@@ -1,11 +1,6 @@
 /**
- * Rate-limit response headers.
- * - X-RateLimit-Limit / -Remaining / -Reset describe the window nearest exhaustion: the lowest
- *   remaining count, a tie going to the longer window (the one that would keep a client waiting longer).
- *   Reset is Unix time in whole seconds.
- * - RateLimit-Policy and RateLimit (IETF httpapi draft) describe every window:
- *   RateLimit-Policy: "minute";q=60;w=60, "day";q=1000;w=86400
- *   RateLimit: "minute";r=59;t=41, "day";r=999;t=50441
+ * Rate-limit headers (docs/rate-limits.md): X-RateLimit-* for the window nearest exhaustion (a tie goes to the
+ * longer window), RateLimit-Policy and RateLimit (IETF httpapi draft) for every window.
  */
 import type { FastifyReply } from 'fastify';
 import { nearestExhaustion, type LimitDecision, type WindowLimit } from '../../limits/limiter.ts';

@@ -59,10 +59,8 @@ export function clip(text: string, max = 64): string {
 }
 
 /**
- * The Error body: code, message, status, at most MAX_DETAILS details and the request id, each part
- * clipped; if echoed characters that need six-byte JSON escapes still take it past
- * MAX_ERROR_BODY_BYTES, details are dropped from the end until it fits (the message, clipped to 400
- * characters, fits on its own).
+ * The Error body, each part clipped; if six-byte JSON escapes still take it past MAX_ERROR_BODY_BYTES, details
+ * are dropped from the end until it fits (the clipped message fits on its own).
  */
 export function errorBody(err: ApiError, requestId?: string): Record<string, unknown> {
   const body: Record<string, unknown> = { code: err.code, message: clip(err.message, 400), status: err.status };

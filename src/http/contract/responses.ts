@@ -1,9 +1,6 @@
 /**
- * Response declarations shared by the routes: what each status means and which headers it carries.
- * Routes serialise with the body schemas given here; the OpenAPI document (openapi.ts) takes the rest:
- * every header is written once, under `components.headers`, every error response once, under
- * `components.responses`, and operations refer to them, so a header or a status means the same
- * wherever it appears.
+ * Answers shared by the routes: the error bodies' schemas (pets are written by domain/pet-json.ts) and,
+ * for the OpenAPI document, each header and error response written once under `components`.
  */
 import { GET_PET_DEPRECATION_HEADERS } from '../../domain/deprecation.ts';
 

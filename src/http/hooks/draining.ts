@@ -1,11 +1,7 @@
 /**
- * Draining before shutdown, in two steps that shutdown.ts takes. startDraining: /readyz answers 503
- * so a load balancer that polls it stops sending. closeConnectionsAfterAnswers: every answer from
- * then on carries `Connection: close`, so each connection still open ends after its next answer and
- * its client reconnects elsewhere. Behind a proxy the second step waits for the listener to close:
- * answers closing their connections would make the proxy open a new one for each request, and a
- * connection still waiting to be accepted when the listener closes is reset after the proxy sent
- * its request over it (a 502 for a POST, which it cannot retry).
+ * Draining before shutdown, two steps shutdown.ts takes: /readyz answers 503, then every answer carries
+ * `Connection: close`. Behind a proxy the second waits for the listener to close, or the proxy would open a
+ * connection per request, and one reset with a request on it is a 502 for a POST.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';

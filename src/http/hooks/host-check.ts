@@ -1,10 +1,6 @@
 /**
- * An HTTP/1.1 request must name its host exactly once (RFC 9112 §3.2). Node would answer one without
- * it with a bare 400 of its own, before any hook runs, and keeps the first of two; the check is made
- * here instead (node-server.ts turns Node's off), so the answer is in the Error shape, with a request
- * id, the baseline headers and the rate-limit headers of the client's address (it is refused before
- * any key is read, and charged to the address as the guard would charge a request without a key),
- * logged and counted.
+ * Host must appear exactly once (RFC 9112 §3.2). Checked here, not by Node (node-server.ts turns its check
+ * off), so the 400 is in the Error shape with the usual headers, charged to the address, logged and counted.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';

@@ -1,15 +1,7 @@
 /**
- * JSON request bodies: parsed by the platform's JSON.parse, with what it leaves out added here.
- *
- * - Exact int64. JSON.parse turns 9223372036854775807 into 9223372036854775808. Schema validation
- *   runs on those ordinary numbers (it checks types and bounds); a handler that needs an exact
- *   integer reads it afterwards with exactTopLevelIntegers, which finds each top-level number's
- *   source text in the kept text. Only bodies that passed validation (a few small fields) pay for it.
- * - Duplicate keys. JSON.parse keeps the last of two equal keys; the body is refused instead when its
- *   top level names a key twice, whatever the values. (Fields are all top-level: a nested object is
- *   refused by the schema anyway.)
- * - Many fields. A body with more than 64 top-level fields is refused before schema validation, which
- *   would otherwise report (and pay for) each unknown one.
+ * JSON bodies, parsed by JSON.parse, with what it leaves out added here (docs/platform.md): exact int64 read
+ * afterwards from the source text (exactTopLevelIntegers), a top-level key named twice refused, and more than
+ * 64 top-level fields refused before validation would pay for each.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -114,10 +106,8 @@ export function duplicateTopLevelKey(text: string, parsed: object): string | und
 }
 
 /**
- * The exact values of the top-level object's integer-valued numbers (1, 1.0, 1e3 ...) by key;
- * undefined for a number with a fraction. Each number's source text is found by walking text that
- * JSON.parse has already accepted (forEachTopLevelMember): a reviver with source text access
- * would find the same literals but costs several times the parse itself.
+ * The exact values of the top-level integer-valued numbers (1, 1.0, 1e3 ...) by key, undefined for a fraction,
+ * found by walking text JSON.parse already accepted: a source-text reviver would cost several parses.
  */
 export function exactTopLevelIntegers(text: string): Map<string, bigint | undefined> {
   const exact = new Map<string, bigint | undefined>();

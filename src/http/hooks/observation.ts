@@ -11,11 +11,12 @@ import type { UnroutedAnswerRecorder } from '../server/unrouted-answers.ts';
 /** Levels at which the one-line-per-request log is written; above them it costs nothing to build. */
 const VERBOSE_LEVELS = new Set(['info', 'debug', 'trace']);
 
-/** The operation's id from the route schema; the route itself for probes; "unmatched" otherwise. */
-export function operationOf(request: FastifyRequest): string {
+/** The operation's id from the route schema (the route itself for probes; "unmatched" otherwise), and whether it is deprecated. */
+function operationOf(request: FastifyRequest): { operation: string; deprecated: boolean } {
   // routeOptions is a getter that builds a new object each time: read once.
   const { schema, url } = request.routeOptions;
-  return (schema as { operationId?: string } | undefined)?.operationId ?? url ?? 'unmatched';
+  const declared = schema as { operationId?: string; deprecated?: boolean } | undefined;
+  return { operation: declared?.operationId ?? url ?? 'unmatched', deprecated: declared?.deprecated === true };
 }
 
 /** Reads the client's address and the guard's key fields, so it needs their declarations. */
@@ -23,9 +24,9 @@ export const observation = fp(
   async (app: FastifyInstance, { metrics }: { metrics: Metrics }) => {
     // Synchronous, like the other per-request hooks: no promise per answer.
     app.addHook('onResponse', (request, reply, done) => {
-      const operation = operationOf(request);
+      const { operation, deprecated } = operationOf(request);
       metrics.requests.record(operation, reply.statusCode, reply.elapsedTime / 1000);
-      if (operation === 'getPet' && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
+      if (deprecated && request.apiKey) metrics.deprecatedCalls.inc({ operation, plan: request.apiKey.plan });
       if (VERBOSE_LEVELS.has(request.log.level)) logAnswer(request, reply.statusCode, reply.elapsedTime);
       done();
     });

@@ -1,8 +1,6 @@
 /**
- * Request ids. A caller's own `X-Request-Id` is kept when it is safe to echo into headers and logs
- * (1 to 128 characters of letters, digits and `._:@+=/-`); anything else is replaced by a new UUID,
- * so a hostile value can neither forge log lines nor split headers. The id is returned on every
- * response, is a field of every log line and of every error body.
+ * Request ids: a caller's `X-Request-Id` is kept when safe to echo (1 to 128 letters, digits and `._:@+=/-`),
+ * else replaced by a UUID. Returned on every answer, and in every log line and error body.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';

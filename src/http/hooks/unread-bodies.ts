@@ -1,20 +1,7 @@
 /**
- * Request bodies the service does not read. Most refusals (401, 404, 405, 413, 415, 429, ...) are
- * answered before the body is read; Node would then read and discard the rest of it to keep the
- * connection alive, for as long as the client streams, up to the request timeout. Instead:
- *
- * - a body of at most 64 KiB still to come is discarded, so a client sending an ordinary request
- *   keeps its connection;
- * - anything larger, or of unknown length (chunked), ends the exchange: the answer carries
- *   `Connection: close`, the server stops reading, sends its FIN after the answer and closes the
- *   connection LINGER_MS later. A refused upload costs the server at most what was already in its
- *   buffers. The short linger is for the client: closing a connection with unread data in it sends
- *   a reset, and a reset that arrives with the answer can make the client's system drop the answer
- *   before the client has read it.
- *
- * `Expect: 100-continue` is answered with `100 Continue` only once the request has been admitted
- * (authenticated and within its rate limit) and its body would be read; a refused request gets its
- * final answer without ever being asked for its body.
+ * Bodies of requests refused before reading them (docs/reliability.md): up to 64 KiB still to come is discarded
+ * to keep the connection; past that, or chunked, the exchange ends and the connection closes LINGER_MS after the
+ * answer, so a reset for unread data cannot make the client drop it. `100 Continue` only once admitted.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -44,10 +31,9 @@ export const LINGER_MS = 300;
 type ServerSocket = Socket & { _paused?: boolean };
 
 /**
- * Replaces what Node does once an answer with `Connection: close` is written (end, then destroy as
- * soon as the FIN is out): reading stops for good, the FIN goes out, and the connection is destroyed
- * LINGER_MS later. `_paused` is how Node's HTTP server marks a socket it keeps paused; without it
- * the server's discarding of the unread body would start reading again.
+ * Replaces Node's end-then-destroy after a `Connection: close` answer: reading stops for good, the FIN goes
+ * out, and the socket is destroyed LINGER_MS later. `_paused` is Node's mark of a socket it keeps paused;
+ * without it the server's discarding of the body would resume reading.
  */
 function lingeringClose(this: ServerSocket): void {
   this._paused = true;

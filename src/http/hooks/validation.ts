@@ -1,10 +1,7 @@
 /**
- * Schema validation with Ajv, two ways:
- * - bodies are checked strictly: no type coercion ("5" is not an integer) and no silent removal of
- *   unknown fields, so a client's mistake is a 400 that names the field;
- * - query strings and path parameters are text by nature, so their integers are coerced, but only
- *   from plain decimal digits (Ajv alone would also take "1e1", "0x10" and " 5"); int64 ones are left
- *   as text for the handler to convert exactly (a JavaScript number would round anything above 2^53).
+ * Ajv, two ways: bodies strictly (no coercion, no silent removal of unknown fields, so a mistake is a 400
+ * naming the field); query and path integers coerced from plain decimal digits only (not "1e1", "0x10" or
+ * " 5"), int64 ones left as text for the handler to convert exactly.
  */
 import { Ajv2020, type Options } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';

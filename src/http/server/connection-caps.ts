@@ -1,19 +1,7 @@
 /**
- * Connection fairness. Every open connection holds memory and a slot under MAX_CONNECTIONS, idle
- * kept-alive ones included, so:
- *
- * - beyond MAX_CONNECTIONS, new connections are closed as they arrive (Node's own cap);
- * - one address (an IPv6 client: its /64) may hold at most MAX_CONNECTIONS_PER_ADDRESS of them; a
- *   connection beyond that is closed at once, so no single client can fill the total cap and lock
- *   everyone else out. The trusted proxies are exempt: every client's connections arrive through
- *   them (with a hop count every peer is a proxy), and the proxy caps them per client instead;
- * - as open connections near the total cap, every connection that goes idle after an answer is kept
- *   alive for 2 s instead of KEEP_ALIVE_TIMEOUT_MS, so slots go to clients that are sending requests.
- *   (Connections already idle keep their timer; closing them could also close connections that have
- *   just opened and not yet sent their request, which Node counts as idle.)
- *
- * Refusals are counted in petstore_connections_refused_total{reason} and logged at most once a
- * minute per reason.
+ * Connection fairness (docs/reliability.md): MAX_CONNECTIONS in all, MAX_CONNECTIONS_PER_ADDRESS per address
+ * (trusted proxies exempt), and near the cap, connections going idle kept alive 2 s only. Connections already
+ * idle keep their timer: Node counts a new connection that has not sent its request yet as idle too.
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';

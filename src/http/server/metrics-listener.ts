@@ -1,8 +1,6 @@
 /**
- * The private metrics listener (METRICS_PORT): a second, bare HTTP server that answers `GET /metrics`
- * without a token, on 127.0.0.1 unless METRICS_HOST says otherwise, for a Prometheus that scrapes
- * each instance on its own network. Nothing else is served on it, and nothing of it is reachable
- * through the public listener.
+ * The private metrics listener (METRICS_PORT): a bare HTTP server answering `GET /metrics` without a token,
+ * on 127.0.0.1 unless METRICS_HOST says otherwise, and nothing else.
  */
 import type { Server, ServerResponse } from 'node:http';
 import type { Metrics } from '../../metrics.ts';

@@ -1,10 +1,7 @@
 /**
- * Answers written before or outside the router, where no route hook runs: errors Node's HTTP parser
- * finds before there is a request, CONNECT (handed over outside the HTTP server), and errors Fastify
- * meets before routing. Each still carries a request id, the baseline headers and the rate-limit
- * headers of the bucket that applies (the client address's: no key was read), is in the Error shape,
- * and is logged and counted through `record`. The ones on raw sockets are written here byte by byte,
- * and the socket's lifetime after them is managed here too.
+ * Answers written before or outside the router: errors Node's parser finds before there is a request,
+ * CONNECT, and errors Fastify meets before routing. Each still has a request id, the baseline headers and the
+ * address's rate-limit headers, is in the Error shape, and is logged and counted through `record`.
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';

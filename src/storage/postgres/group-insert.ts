@@ -1,15 +1,7 @@
 /**
- * Creates on PostgreSQL, grouped: creates that arrive during one turn of the event loop are inserted
- * by one multi-row statement on the next turn, and every caller's promise resolves only once that
- * statement has committed, so a 201 still means the pet is stored. One statement for a batch instead
- * of one per pet saves each create most of the client's cost of a round trip (building, writing and
- * parsing a statement), which is most of what a create costs the instance (docs/decisions.md).
- *
- * Rows are matched to callers by each row's one-time create token, never by position. If the batch
- * fails for a reason other than the database being unreachable (a constraint, say), nothing of it was
- * stored and each create is tried alone, so one failing row cannot fail the others. If the database
- * is unreachable every caller gets the failure as `failure` gives it (pets.ts): once the statement
- * may have been sent, the whole batch's outcome is unknown, and whatever PostgreSQL committed stays.
+ * Creates on PostgreSQL grouped: one multi-row statement per turn of the event loop, each create resolving after
+ * the commit (docs/decisions.md, "Creates share a commit"). Rows are matched by create token; a batch that fails
+ * while the database is reachable is retried one create at a time, so one bad row fails only its own.
  */
 import type { NewPet } from '../../domain/pet.ts';
 import { StorageUnavailableError } from '../errors.ts';

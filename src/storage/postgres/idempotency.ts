@@ -14,15 +14,9 @@ const SELECT_CLAIM = `SELECT k.request_hash, k.created_at, k.pet_id, p.name, p.c
   WHERE k.key_id = $1 AND k.idempotency_key = $2`;
 
 /*
- * The fenced create, one statement (so one transaction and one round trip): the claim takes the pet's
- * id from the pets sequence only while it still has the caller's token and no pet, and the pet is
- * inserted only from that updated row. A claim taken over (a new token), finished or deleted updates
- * nothing, so nothing is inserted and no id is drawn. This holds for a statement that waited (on a
- * table lock, say) and runs long after its caller gave up: under READ COMMITTED an UPDATE re-checks
- * its WHERE on the row's latest version, and a row deleted meanwhile is skipped (tried with a held
- * `LOCK TABLE pets IN SHARE MODE`, direct and through PgBouncer). The foreign key from the claim to
- * the pet is checked at the end of the statement, when the pet exists. A finished claim needs no token
- * (pet_id fences it), so it keeps none: a finished claim is the size it was before claims had tokens.
+ * The fenced create: the claim takes an id only while it has the caller's token and no pet (a finished claim needs
+ * no token), and the pet is inserted from that row (foreign key checked at the statement's end). READ COMMITTED
+ * re-checks the WHERE on the latest row version, so a create that waited past its caller's timeout inserts nothing.
  */
 const CREATE_FENCED = `
   WITH claim AS (

@@ -1,11 +1,7 @@
 /**
- * Versioned schema migrations for PostgreSQL. Several instances may start at once, so the whole run
- * holds a transaction-scoped advisory lock: the first applies what is missing, the others wait and
- * then find nothing to do. DDL is transactional in PostgreSQL, so a failed version leaves no trace.
- *
- * Both engines have the same versions with the same names (sqlite/migrations.ts; a test compares the
- * lists), so a version means one thing whichever engine recorded it. Append new versions; never edit
- * a released one's SQL.
+ * PostgreSQL's schema migrations, under a transaction-scoped advisory lock so instances starting together
+ * apply each once; DDL is transactional, so a failed version leaves no trace. Same versions and names as
+ * sqlite/migrations.ts (a test compares them); append, never edit a released one.
  */
 import type { Pool } from 'pg';
 

@@ -14,9 +14,10 @@ import type { Query } from './query.ts';
 export const PET_COLUMNS = 'id, name, category_id, status';
 
 /*
- * One row per page: the page as compact JSON text (to_json escapes names; ids are exact int8
- * text), the id of its last pet when full, and whether one more pet exists. $1 is the position
- * and $2 the limit; one extra row is read to learn whether a next page exists.
+ * One row per page: the page as petsJson's text (domain/pet-json.ts; to_json escapes names as
+ * JSON.stringify does, ids are exact int8 text), the id of its last pet when full, and whether one
+ * more pet exists. $1 is the position and $2 the limit; one extra row is read to learn whether a
+ * next page exists.
  */
 interface PageRow {
   json: string;

@@ -1,19 +1,7 @@
 /**
- * How every PostgreSQL statement of the store is sent: through the pool, one statement at a time, with
- * failures that mean "the database is not reachable now" turned into StorageUnavailableError (a 503),
- * and everything else (a bad query, a constraint) passed on as it is. pool.query hands a connection
- * whose statement failed back with the error, and the pool then closes it: a connection in an unknown
- * state is not reused.
- *
- * Prepared statements and transaction pooling. The hot path's statements are named, so PostgreSQL
- * parses and plans them once per connection. Behind a pooler in transaction mode (PgBouncer before
- * 1.21, or with max_prepared_statements at its default of 0) our connection is not one server
- * connection: a name prepared through one server connection is missing on the next ("prepared
- * statement ... does not exist", 26000), or was already prepared there by another client ("already
- * exists", 42P05). Both are refused before anything runs, so the statement is sent again unnamed, and
- * every later statement of this process goes unnamed too. A name carries a hash of its text, so that
- * a server connection shared with another version of the service can never run a different text
- * under the same name.
+ * Every statement goes through the pool; "database not reachable now" failures become StorageUnavailableError
+ * (a 503). Hot statements are named, each name carrying a hash of its text; behind a pooler that loses them
+ * (docs/scale-out.md, "Through PgBouncer") the refused statement is sent again unnamed, as is every later one.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';

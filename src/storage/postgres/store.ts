@@ -1,20 +1,7 @@
 /**
- * The scale-out engine: PostgreSQL through a pg connection pool. Every instance of the service shares
- * it. int8 columns arrive as strings (pg's default) and become bigint in the row mapper, so nothing
- * above 2^53 loses precision. Connection attempts and statements have short timeouts so that an
- * unreachable database becomes a quick 503, never a hanging request.
- *
- * Behind a transaction pooler (PgBouncer with pool_mode = transaction) nothing of a session may be
- * relied on: each statement or transaction can run on another server connection. So the store sets no
- * session settings, takes only transaction-scoped advisory locks (migrations.ts) and never LISTENs;
- * named statements fall back to unnamed ones by themselves (query.ts). The one session thing it asks
- * for is statement_timeout as a startup parameter, which a pooler refuses with its default settings
- * ("unsupported startup parameter"): the pool is then opened again without it. Statements stay bounded
- * by the client's query_timeout (the request gets its 503 in time) and, on the server, by whatever the
- * role sets (`ALTER ROLE ... SET statement_timeout`, README "PgBouncer").
- *
- * This file opens the pool and composes the Store from one module per concern, named as in sqlite/:
- * pets.ts, keys.ts, bans.ts, idempotency.ts, settings.ts and migrations.ts; query.ts sends statements.
+ * The scale-out engine: PostgreSQL through a pg pool (int8 read as bigint), with short timeouts so that an
+ * unreachable database is a quick 503. Nothing relies on a session, for transaction poolers (docs/scale-out.md);
+ * a pooler that refuses statement_timeout as a startup parameter gets the pool opened again without it.
  */
 import pg from 'pg';
 import type { Store } from '../store.ts';

@@ -1,10 +1,6 @@
 /**
- * The SQLite driver: Node.js's own node:sqlite (SQLite compiled into the runtime), so the embedded
- * engine needs no native addon, no prebuilt binary per platform and no compiler.
- *
- * Loaded only when SQLite is chosen (see ../open.ts). On Node.js 22.12 the module exists only behind
- * --experimental-sqlite, which every way the project starts node passes (npm start, the `petstore`
- * command, the container); a bare `node dist/cli/main.js` there is refused in words.
+ * The SQLite driver: Node's own node:sqlite, so no native addon (docs/platform.md). Loaded only when SQLite is
+ * chosen; on Node.js 22.12 it needs --experimental-sqlite, which every way the project starts node passes.
  */
 import type * as NodeSqlite from 'node:sqlite';
 
@@ -64,10 +60,8 @@ export function inWriteTransaction<T>(db: Database, work: () => T): T {
 }
 
 /**
- * Makes a statement return integers as bigint, so no int64 above 2^53 loses precision: for pet
- * columns. Elsewhere values are small, and node:sqlite throws rather than round one that is not. That
- * includes the lastInsertRowid every run() reports, which is the connection's latest pet id after a
- * create: statements run() on a connection that creates pets read bigints too.
+ * Integers as bigint, for pet columns (elsewhere values are small, and node:sqlite throws rather than round).
+ * That includes the lastInsertRowid every run() reports: on a connection that creates pets it is a pet id.
  */
 export function exact(statement: Statement): Statement {
   statement.setReadBigInts(true);

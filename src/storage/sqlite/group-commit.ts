@@ -1,14 +1,7 @@
 /**
- * Group commit for pet creation on SQLite. Creates that arrive during one turn of the event loop are
- * inserted in a single write transaction (writer.ts) on the next turn, and every caller's promise
- * resolves only after that transaction has committed, so a 201 still means the pet is stored. One
- * commit per batch instead of one per pet is what makes concurrent POSTs cheap: each commit appends
- * the touched pages to the WAL (and, with synchronous=FULL, fsyncs it).
- *
- * While another process holds the write lock, creates that arrive meanwhile join the waiting batch;
- * each create is refused (503) only once its own wait reaches the writer's bound. Each pet is inserted
- * under a savepoint, so one failing insert fails only its own create without giving up the lock; a
- * fault of the storage (a full disk, ...) rolls the whole batch back and fails every create in it.
+ * Group commit on SQLite: creates of one turn of the event loop share one transaction, each resolving after the
+ * commit (docs/decisions.md, "Creates share a commit"); a savepoint per pet, so a failing insert fails only its
+ * create. While another process holds the lock, new creates join the waiting batch, each bounded by its own wait.
  */
 import type { NewPet, Pet } from '../../domain/pet.ts';
 import { StorageUnavailableError } from '../errors.ts';

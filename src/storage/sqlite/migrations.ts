@@ -1,11 +1,7 @@
 /**
- * Versioned schema migrations for SQLite. Each entry runs once, in order, inside a transaction,
- * and is recorded in schema_migrations. Append new versions; never edit a released one's SQL. (Versions
- * 2 to 5 took their numbers with version 6; renumberOldVersions moves a database recorded before.)
- *
- * Both engines have the same versions with the same names (postgres/migrations.ts; a test compares the
- * lists), so a version means one thing whichever engine recorded it. A change one engine does not need
- * is recorded there as a step with no SQL, and its name says so.
+ * SQLite's schema migrations, each once, in order, in a transaction, recorded in schema_migrations. Same
+ * versions and names as postgres/migrations.ts (a step this engine does not need has no SQL, and its name says
+ * so); append, never edit a released one.
  */
 import { inWriteTransaction, type Database } from './driver.ts';
 
@@ -122,10 +118,8 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
 const OLD_VERSION_2 = 'key expiry, for rotation with a grace period and for keys that end on a date';
 
 /**
- * SQLite once numbered its versions without PostgreSQL's version 2 (create tokens): its 2, 3 and 4
- * are today's 3, 4 and 5. Such a database is recognised by the name it recorded for version 2; its
- * rows move up by one, highest first so that none lands on a version not yet moved, and the step it
- * never had is then applied like any other missing one.
+ * SQLite once lacked PostgreSQL's version 2, so its 2, 3, 4 are today's 3, 4, 5: a database recognised by the
+ * name it recorded for 2 has those rows moved up, highest first; the missing step then applies like any other.
  */
 function renumberOldVersions(db: Database): void {
   const second = db.prepare('SELECT name FROM schema_migrations WHERE version = 2').get() as { name: string } | undefined;

@@ -39,8 +39,8 @@ const pageIdsSql = (where: string) => `
   FROM (SELECT id FROM pets WHERE ${where} ORDER BY id LIMIT ? + 1)`;
 
 /**
- * The JSON of pets named by a JSON array of ids, written by SQLite's json_object: the text the
- * route's serialiser would write, the fields in this order, integers exact, names escaped alike.
+ * The JSON of pets named by a JSON array of ids, written by SQLite's json_object: petJson's text
+ * (domain/pet-json.ts), the fields in its order, integers exact, names escaped alike.
  */
 const PETS_JSON_SQL = `
   SELECT CAST(id AS TEXT) AS id, json_object('id', id, 'name', name, 'categoryId', category_id, 'status', status) AS json

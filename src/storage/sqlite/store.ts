@@ -1,30 +1,19 @@
 /**
- * The embedded engine: SQLite in-process through Node.js's node:sqlite (driver.ts), in WAL mode.
- *
- * Durability: every write is committed before its promise resolves (creates that arrive in the same
- * turn of the event loop share one transaction; see group-commit.ts). In WAL mode
- * with synchronous=NORMAL a commit reaches the operating system before we answer, so it survives a
- * kill -9 of the server; a power loss or OS crash can lose the last commits. synchronous=FULL
- * (SQLITE_SYNCHRONOUS=full) fsyncs the WAL on every commit and loses nothing acknowledged.
- *
- * Faults: every write goes through one writer (writer.ts), which never lets the event loop wait for
- * another process's lock, and answers a lock held past lockWaitMs, a full disk, read-only storage or an
- * I/O error with StorageUnavailableError (a 503); write-health.ts logs each change of that state once,
- * and ping (readiness) fails while writes do. A read that meets such a fault is a 503 too (faults.ts).
- *
- * This file opens the database and composes the Store from one module per concern, named as in
- * postgres/: pets.ts, keys.ts, bans.ts, idempotency.ts, settings.ts and migrations.ts.
+ * The embedded engine: SQLite in-process, in WAL mode. Every write commits before its promise resolves
+ * (docs/operations.md, "Durability"), all through one writer (writer.ts) that never blocks the event loop on
+ * another process's lock; storage faults are 503s (faults.ts), and readiness fails while writes do.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
-import { DatabaseSync, exact, isBusy, type Database } from './driver.ts';
+import { exact, type Database } from './driver.ts';
 import { withFaultsUnavailable } from './faults.ts';
 import { GroupCommit } from './group-commit.ts';
 import { sqliteIdempotency } from './idempotency.ts';
 import { sqliteKeys } from './keys.ts';
 import { migrate } from './migrations.ts';
+import { openCurrent } from './open-current.ts';
 import { prepareInsertPet, sqlitePets } from './pets.ts';
 import { sqliteSettings } from './settings.ts';
 import { WriteHealth, type WriteLog } from './write-health.ts';
@@ -42,28 +31,19 @@ export interface SqliteOptions {
 /**
  * Turning a new file to WAL needs an exclusive lock, which SQLite refuses at once (without the busy
  * handler) when another process is taking its first look at the same new file, as a server and the
- * CLI started together do. The switch is retried for up to busy_timeout's 5 seconds.
+ * CLI started together do: the switch is retried for up to 5 seconds. It takes the shared lock a WAL
+ * connection keeps, on the file the path names (open-current.ts: a restore may be swapping it).
  */
-function switchToWal(db: Database): void {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    try {
-      db.exec('PRAGMA journal_mode = WAL');
-      return;
-    } catch (err) {
-      if (!isBusy(err) || Date.now() > deadline) throw err;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20); // at start-up only: a short blocking pause
-    }
-  }
+function openInWalMode(path: string): Database {
+  return openCurrent(path, (db) => db.exec('PRAGMA journal_mode = WAL'), 5000);
 }
 
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-  const db = new DatabaseSync(options.path);
+  const db = openInWalMode(options.path);
   // At start-up another process (the CLI, a second server) may hold the write lock briefly: waiting
   // on the event loop is harmless before the server listens.
   db.exec('PRAGMA busy_timeout = 5000');
-  switchToWal(db);
   db.exec(`PRAGMA synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
   migrate(db);

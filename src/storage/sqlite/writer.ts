@@ -1,11 +1,7 @@
 /**
- * Every write once the store is open (migrations ran before, on the busy timeout), one at a time,
- * each in its own BEGIN IMMEDIATE ... COMMIT. The connection's busy_timeout is 0 once the server runs
- * (store.ts): when another process (the CLI, sqlite3, a backup, VACUUM) holds the write lock, BEGIN
- * fails at once and is tried again from a timer, so the event loop never sleeps inside SQLite and
- * probes and reads keep answering. A write still waiting at its deadline (SQLITE_LOCK_WAIT_MS after it
- * asked), or failing for a fault of the storage (faults.ts), is rejected with StorageUnavailableError,
- * its transaction rolled back whole.
+ * Every write once the store is open, one at a time, each BEGIN IMMEDIATE ... COMMIT. With busy_timeout 0 a held
+ * lock fails BEGIN at once and it is retried from a timer, so the event loop never sleeps in SQLite; a write still
+ * waiting at SQLITE_LOCK_WAIT_MS, or meeting a storage fault, is rolled back with StorageUnavailableError.
  */
 import { StorageUnavailableError } from '../errors.ts';
 import { exact, type Database, type Statement } from './driver.ts';

@@ -1,0 +1,58 @@
+/**
+ * Opening the file a path names now, with the lock the connection keeps. `petstore restore` swaps a
+ * database by renaming a new file over its path, while it holds an exclusive lock on the old one
+ * (restore.ts). A process that opened the path just before would wait for that lock and then run on
+ * the replaced file, sharing the path's -wal and -shm (which SQLite finds by name) with processes on
+ * the new one: that corrupts both. So the lock is asked for without waiting inside SQLite, the path
+ * is checked before each try, and once it names another file that file is opened instead.
+ *
+ * Once the lock is taken the path cannot change (a restore needs that lock): a connection in WAL mode
+ * keeps a shared lock on its file for as long as it is open, and restore's exclusive lock is refused.
+ */
+import { statSync } from 'node:fs';
+import { DatabaseSync, isBusy, type Database } from './driver.ts';
+
+/** The file (inode) the path names now, or undefined when there is none. */
+export function fileAt(path: string): bigint | undefined {
+  return statSync(path, { bigint: true, throwIfNoEntry: false })?.ino;
+}
+
+/** At start-up or in a command only: a short blocking pause, as nothing else runs on the thread yet. */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * The database at path, with `lock` run on it: statements that take the lock the caller needs and
+ * keeps. While another process holds a conflicting lock, `lock` is tried again every 20 ms until
+ * waitMs has passed (0: once), then its SQLITE_BUSY is thrown. The connection's busy_timeout is 0.
+ */
+export function openCurrent(path: string, lock: (db: Database) => void, waitMs: number): Database {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const before = fileAt(path);
+    const db = new DatabaseSync(path);
+    // Opening created the file if there was none; ':memory:' has no file at all.
+    const opened = before ?? fileAt(path);
+    try {
+      db.exec('PRAGMA busy_timeout = 0');
+      for (;;) {
+        if (fileAt(path) !== opened) break;
+        try {
+          lock(db);
+        } catch (err) {
+          if (fileAt(path) !== opened) break;
+          if (!isBusy(err) || Date.now() >= deadline) throw err;
+          pause(20);
+          continue;
+        }
+        if (fileAt(path) !== opened) break;
+        return db;
+      }
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    db.close(); // the path names another file now: open that one
+  }
+}
