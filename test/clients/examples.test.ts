@@ -1,7 +1,6 @@
 /** Every example in examples/ runs against a live server process and does what it says. */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -11,15 +10,9 @@ import { tempDir } from '../support/temp.ts';
 const run = promisify(execFile);
 
 test('examples/curl.sh, examples/client.ts and examples/fetch.mjs run against a live server', async (t) => {
-  const dir = tempDir();
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` };
+  const env = { DATABASE_URL: `sqlite:${join(tempDir(t), 'petstore.db')}` };
   const key = await keysCreate(env, '--plan', 'pro');
-  const server: ServerProcess = await startServerProcess(env);
-  t.after(async () => {
-    server.child.kill('SIGTERM');
-    await server.exited;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const server: ServerProcess = await startServerProcess(env, { owner: t });
   const exampleEnv = { ...process.env, PETSTORE_URL: server.url, PETSTORE_KEY: key };
 
   const curl = await run('bash', ['examples/curl.sh'], { env: exampleEnv });

@@ -10,14 +10,14 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { keysCreate, startServerProcess } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 import { chromiumPresent, launchChromium } from '../support/browser.ts';
 
 const run = promisify(execFile);
@@ -98,12 +98,7 @@ test(
     if (!chromiumPresent(t)) return;
     // What the test starts is stopped in reverse order when it ends: the browser, the servers, then
     // the directory they used.
-    const cleanups: (() => unknown)[] = [];
-    t.after(async () => {
-      for (const cleanup of cleanups.reverse()) await cleanup();
-    });
-    const dir = tempDir();
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir(t);
 
     // The SDK built as `npm run client:build` builds it, into this test's directory (client/dist is the
     // package test's to rebuild); the browser gets exactly what the package ships.
@@ -124,19 +119,15 @@ test(
     }
 
     const pages = await startPageServer(sdkDir);
-    cleanups.push(() => new Promise((resolve) => pages.server.close(resolve)));
+    atEnd(t, () => new Promise((resolve) => pages.server.close(resolve)));
     const secureOrigin = `http://127.0.0.1:${pages.port}`;
     const insecureOrigin = `http://${INSECURE_HOST}:${pages.port}`;
     const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, CORS_ORIGINS: `${secureOrigin},${insecureOrigin}` };
     const key = await keysCreate(env, '--plan', 'pro');
-    const api = await startServerProcess(env);
-    cleanups.push(async () => {
-      api.child.kill('SIGTERM');
-      await api.exited;
-    });
+    const api = await startServerProcess(env, { owner: t });
 
     const browser = await launchChromium([`--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1`]);
-    cleanups.push(() => browser.close());
+    atEnd(t, () => browser.close());
 
     /** Loads the page from origin and returns its report, with what the browser said on the way. */
     const runPage = async (origin: string, label: string) => {

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -96,12 +96,7 @@ test(
   { timeout: 180_000 },
   async (t) => {
     // What the test starts is stopped in reverse order when it ends: the server before its directory.
-    const cleanups: (() => unknown)[] = [];
-    t.after(async () => {
-      for (const cleanup of cleanups.reverse()) await cleanup();
-    });
-    const dir = tempDir();
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir(t);
     const cache = join(dir, 'npm-cache');
 
     // npm pack runs the prepack script, which cleans dist/ and builds it, so nothing stale is packed.
@@ -126,11 +121,7 @@ test(
 
     const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` };
     const key = await keysCreate(env, '--plan', 'pro');
-    const server = await startServerProcess(env);
-    cleanups.push(async () => {
-      server.child.kill('SIGTERM');
-      await server.exited;
-    });
+    const server = await startServerProcess(env, { owner: t });
 
     writeFileSync(join(app, 'use.mjs'), SCRIPT);
     const scriptEnv: NodeJS.ProcessEnv = { ...process.env, PETSTORE_URL: server.url, PETSTORE_KEY: key };

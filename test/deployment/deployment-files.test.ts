@@ -15,7 +15,7 @@ import { parse } from 'yaml';
 import { Redis } from 'ioredis';
 import { CONFIG_VARIABLES as VARIABLE_NAMES, loadConfig } from '../../src/config.ts';
 import { freePort } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { killAtExit, tempDir } from '../support/temp.ts';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 const dockerfile = read('Dockerfile');
@@ -164,6 +164,7 @@ test("compose's Redis keeps its counters across a restart: its own arguments, ru
   /** Runs the server until `work` is done, then stops it as a container stop does (SIGTERM). */
   const runWith = async (work: (client: Redis) => Promise<void>) => {
     const server = spawn('redis-server', [...args, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir], { stdio: 'ignore' });
+    killAtExit(server);
     const exited = new Promise((resolve) => server.once('exit', resolve));
     const client = new Redis(port, '127.0.0.1', { retryStrategy: () => 50 });
     client.on('error', () => undefined); // refused until the server listens: it retries

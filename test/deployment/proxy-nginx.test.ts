@@ -8,14 +8,13 @@
  * Skipped, loudly, where nginx is not installed; under CI=true that is a failure.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NGINX, startNginx, type RunningNginx } from '../support/nginx.ts';
 import { startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 
 const ANONYMOUS_LIMIT = 5;
 
@@ -30,29 +29,27 @@ async function awayFromMinuteBoundary(): Promise<void> {
 }
 
 describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX ? false : 'nginx is not installed' }, () => {
-  let dir: string;
   let service: ServerProcess;
   let nginx: RunningNginx;
   let port: number;
+  // Undone in reverse: nginx, the service, then the folder they share.
+  const suite = suiteOwner();
 
   before(async () => {
-    dir = tempDir();
-    service = await startServerProcess({
-      DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`,
-      TRUST_PROXY: '1',
-      LOG_LEVEL: 'info',
-      ANONYMOUS_RATE_LIMIT_PER_MINUTE: String(ANONYMOUS_LIMIT),
-    });
+    const dir = tempDir(suite);
+    service = await startServerProcess(
+      {
+        DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`,
+        TRUST_PROXY: '1',
+        LOG_LEVEL: 'info',
+        ANONYMOUS_RATE_LIMIT_PER_MINUTE: String(ANONYMOUS_LIMIT),
+      },
+      { owner: suite },
+    );
     nginx = await startNginx(dir, [Number(new URL(service.url).port)]);
+    atEnd(suite, () => nginx.stop());
     port = nginx.port;
     await awayFromMinuteBoundary();
-  });
-
-  after(async () => {
-    await nginx?.stop();
-    service?.child.kill('SIGTERM');
-    await service?.exited;
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('each client address gets its own keyless bucket', async () => {

@@ -1,15 +1,85 @@
-/** Bearer API keys: every way to be refused, environments, revocation, and the headers on each answer. */
+/**
+ * Bearer API keys: every way to be refused, environments, revocation, and the headers on each answer.
+ * The matrix of routes is the router's own: every route the app registers under the API's base path,
+ * recorded as it is registered, is checked against the OpenAPI document's security: an operation that
+ * needs a key refuses every request without a valid one, one the document declares keyless answers
+ * without, and any other method on an API path is a 405 (which needs no key). A route added later is
+ * in the matrix without a change here.
+ */
 import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
 import { after, before, describe, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
 import { createKey } from '../../src/cli/keys.ts';
-import { call, errorOf, startTestServer, type TestServer } from '../support/servers.ts';
+import { request, type HttpResult } from '../support/raw-http.ts';
+import { call, errorOf, startTestServer, storedCount, type TestServer } from '../support/servers.ts';
 
-const ROUTES: [string, string, unknown?][] = [
-  ['GET', '/v1/pets'],
-  ['POST', '/v1/pets', { name: 'a', categoryId: 1 }],
-  ['GET', '/v1/pets/1'],
-];
+/** One method at one path, as the router holds it (`:param` segments as registered). */
+interface Route {
+  method: string;
+  url: string;
+}
 
+/**
+ * A test server and every route its app registered, in the order registered. Fastify announces each
+ * new instance on a diagnostics channel, where an `onRoute` hook can join it before its first route.
+ */
+async function startRecordingRoutes(overrides: Parameters<typeof startTestServer>[0]): Promise<{ server: TestServer; routes: Route[] }> {
+  const routes: Route[] = [];
+  const channel = diagnostics.channel('fastify.initialization');
+  const record = (message: unknown) =>
+    (message as { fastify: FastifyInstance }).fastify.addHook('onRoute', (route) => {
+      for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+    });
+  channel.subscribe(record);
+  try {
+    return { server: await startTestServer(overrides), routes };
+  } finally {
+    channel.unsubscribe(record);
+  }
+}
+
+/** What the OpenAPI document says of one operation: whether it needs a key, and a request body it takes. */
+interface Operation {
+  needsKey: boolean;
+  body?: string;
+}
+
+/**
+ * The document's operations by router route (`GET /v1/pets/:petId`), its base path (the first
+ * server's URL) in front of each path. An operation needs a key unless its own `security` is empty.
+ */
+function operationsOf(doc: any): { base: string; operations: Map<string, Operation> } {
+  const base: string = doc.servers[0].url;
+  const operations = new Map<string, Operation>();
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(item)) {
+      if (typeof operation !== 'object' || !operation.responses) continue; // parameters and the like
+      const security = operation.security ?? doc.security ?? [];
+      const schema = operation.requestBody?.content?.['application/json']?.schema;
+      const example = schema?.$ref ? doc.components.schemas[schema.$ref.split('/').at(-1)].examples?.[0] : schema?.examples?.[0];
+      operations.set(`${method.toUpperCase()} ${base}${path.replace(/\{(\w+)\}/g, ':$1')}`, {
+        needsKey: security.length > 0,
+        body: schema ? JSON.stringify(example ?? {}) : undefined,
+      });
+    }
+  }
+  return { base, operations };
+}
+
+/** A 401 unauthorized, as node:http sees it, with its challenge and rate-limit headers (and, but for HEAD, the Error body). */
+function assertRefused(res: HttpResult, method: string, message?: RegExp): void {
+  const context = `${method}: ${res.status} ${res.body}`;
+  assert.equal(res.status, 401, context);
+  assert.equal(res.headers['www-authenticate'], 'Bearer realm="petstore"', context);
+  assert.ok(res.headers['x-ratelimit-limit'], `rate-limit headers on a 401: ${context}`);
+  if (method === 'HEAD') return;
+  const body = JSON.parse(res.body) as { code: string; message: string };
+  assert.equal(body.code, 'unauthorized', context);
+  if (message) assert.match(body.message, message, context);
+}
+
+/** A 401 unauthorized, as fetch sees it, with its challenge and rate-limit headers. */
 function assertUnauthorized(res: Awaited<ReturnType<typeof call>>, message?: RegExp): void {
   const err = errorOf(res, 401, 'unauthorized');
   assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="petstore"');
@@ -19,26 +89,62 @@ function assertUnauthorized(res: Awaited<ReturnType<typeof call>>, message?: Reg
 
 describe('authentication', () => {
   let server: TestServer;
+  let routes: Route[];
   let key: string;
   before(async () => {
-    server = await startTestServer();
+    // Room for the matrix's keyless requests, all from one address.
+    ({ server, routes } = await startRecordingRoutes({ anonymousPerMinute: 10_000 }));
     key = await server.key('pro');
   });
   after(() => server.close());
 
-  for (const [method, path, body] of ROUTES) {
-    test(`${method} ${path} refuses a request without a key, and stores nothing`, async () => {
-      assertUnauthorized(await call(server, method, path, { body }), /missing/i);
-      assert.equal((await server.store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length, 0);
-    });
+  test('every route under the API asks for a key unless the OpenAPI document says it needs none; other methods are 405 without one', async (t) => {
+    const { base, operations } = operationsOf((await call(server, 'GET', `/v1/openapi.json`)).json);
+    const api = routes.filter((r) => r.url.startsWith(`${base}/`));
+    const registered = new Set(api.map((r) => `${r.method} ${r.url}`));
+    for (const operation of operations.keys()) assert.ok(registered.has(operation), `${operation} is documented and registered`);
+    assert.ok(
+      [...operations.values()].some((o) => o.needsKey),
+      'some operation needs a key',
+    );
 
-    test(`${method} ${path} refuses malformed, unknown and forged keys`, async () => {
-      for (const header of ['Basic dXNlcjpwYXNz', 'Bearer', 'Bearer ', key, `Token ${key}`, 'Bearer a b', `Bearer ${key}x`]) {
-        assertUnauthorized(await call(server, method, path, { body, headers: { authorization: header } }));
+    for (const { method, url } of api) {
+      const operation = operations.get(`${method} ${url}`);
+      const target = server.url + url.replace(/:\w+/g, '1');
+      const send = (headers: Record<string, string> = {}) =>
+        request(target, {
+          method,
+          headers: operation?.body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+          body: operation?.body,
+        });
+      const label = `${method} ${url}`;
+      if (operation === undefined) {
+        // Not an operation of this path: the 405 that restates the document, for anyone.
+        await t.test(`${label} is 405 with Allow, without a key`, async () => {
+          const res = await send();
+          assert.equal(res.status, 405, `${label}: ${res.status} ${res.body}`);
+          assert.ok(res.headers.allow, label);
+        });
+      } else if (!operation.needsKey) {
+        await t.test(`${label} answers without a key, as the document says`, async () => {
+          const res = await send();
+          assert.ok(res.status >= 200 && res.status < 300, `${label}: ${res.status} ${res.body}`);
+        });
+      } else {
+        await t.test(`${label} refuses a request without a key, and stores nothing`, async () => {
+          const before = await storedCount(server);
+          assertRefused(await send(), method, /missing/i);
+          assert.equal(await storedCount(server), before);
+        });
+        await t.test(`${label} refuses malformed, unknown and forged keys`, async () => {
+          for (const header of ['Basic dXNlcjpwYXNz', 'Bearer', 'Bearer ', key, `Token ${key}`, 'Bearer a b', `Bearer ${key}x`]) {
+            assertRefused(await send({ authorization: header }), method);
+          }
+          assertRefused(await send({ authorization: `Bearer pet_live_${'A'.repeat(43)}` }), method, /invalid/i);
+        });
       }
-      assertUnauthorized(await call(server, method, path, { body, key: 'pet_live_' + 'A'.repeat(43) }), /invalid/i);
-    });
-  }
+    }
+  });
 
   test('the Bearer scheme name is case-insensitive', async () => {
     for (const scheme of ['bearer', 'BEARER', 'BeArEr']) {

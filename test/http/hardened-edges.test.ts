@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, startServerProcess } from '../support/processes.ts';
 import { nextAnswer, openSocket, parseAnswer, untilClosed } from '../support/raw-http.ts';
 import { call, startTestServer, type TestServer } from '../support/servers.ts';
-import { tempDir } from '../support/temp.ts';
+import { tempDir, undoAll } from '../support/temp.ts';
 
 /** Bytes the server read from each connection it accepted, once that connection has closed. */
 function countBytesRead(server: TestServer): { bytesRead: number[]; closed(count: number): Promise<void> } {
@@ -178,7 +178,7 @@ describe('connection fairness', () => {
   const servers: TestServer[] = [];
   afterEach(async () => {
     clients.splice(0).forEach((s) => s.destroy());
-    for (const server of servers.splice(0)) await server.close();
+    await undoAll(servers.splice(0).map((server) => () => server.close()));
   });
   const track = (...sockets: Socket[]) => (clients.push(...sockets), sockets);
   const serve = async (config: Parameters<typeof startTestServer>[0]) => {
@@ -324,8 +324,10 @@ describe('an API request is one the API routes', () => {
 describe('the private metrics listener', () => {
   test('METRICS_PORT serves /metrics on 127.0.0.1 without a token; the public listener does not serve it', async (t) => {
     const metricsPort = await freePort();
-    const server = await startServerProcess({ DATABASE_URL: `sqlite:${tempDir(t)}/petstore.db`, METRICS_PORT: String(metricsPort) });
-    t.after(() => server.child.kill('SIGKILL'));
+    const server = await startServerProcess(
+      { DATABASE_URL: `sqlite:${tempDir(t)}/petstore.db`, METRICS_PORT: String(metricsPort) },
+      { owner: t },
+    );
     assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
     const scraped = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
     assert.equal(scraped.status, 200);

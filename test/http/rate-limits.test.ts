@@ -4,16 +4,17 @@ import { afterEach, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { call, errorOf, startTestServer, type TestServer } from '../support/servers.ts';
 import { MINUTE_MS } from '../../src/domain/durations.ts';
+import { undoAll } from '../support/temp.ts';
 
-let servers: TestServer[] = [];
+const servers: TestServer[] = [];
 async function server(...args: Parameters<typeof startTestServer>): Promise<TestServer> {
   const s = await startTestServer(...args);
   servers.push(s);
   return s;
 }
 afterEach(async () => {
-  for (const s of servers.reverse()) await s.close();
-  servers = [];
+  // The last started first, each whether or not another's close failed.
+  await undoAll(servers.splice(0).map((s) => () => s.close()));
 });
 
 /** Sends n requests one after another and returns their statuses. */

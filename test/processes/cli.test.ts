@@ -4,9 +4,9 @@
  * directory, so nothing depends on a build.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import {
@@ -32,8 +32,8 @@ interface Sandbox {
   env(extra?: EnvOverrides): EnvOverrides;
 }
 
-function sandbox(): Sandbox {
-  const dir = tempDir();
+function sandbox(t: TestContext): Sandbox {
+  const dir = tempDir(t);
   const dbPath = join(dir, 'petstore.db');
   return {
     dir,
@@ -44,14 +44,9 @@ function sandbox(): Sandbox {
   };
 }
 
-/** Runs a test body with a fresh sandbox and removes the directory afterwards. */
-async function inSandbox(body: (box: Sandbox) => Promise<void>): Promise<void> {
-  const box = sandbox();
-  try {
-    await body(box);
-  } finally {
-    rmSync(box.dir, { recursive: true, force: true });
-  }
+/** Runs a test body with a fresh sandbox, whose directory goes when the test ends. */
+async function inSandbox(t: TestContext, body: (box: Sandbox) => Promise<void>): Promise<void> {
+  await body(sandbox(t));
 }
 
 async function ok(args: string[], env: EnvOverrides): Promise<CliResult> {
@@ -94,8 +89,8 @@ async function listJson(env: EnvOverrides): Promise<ListedKey[]> {
 }
 
 describe('keys create', () => {
-  test('keys create --plan free prints the key alone on the last line: pet_live_ in production, pet_test_ in staging', async () => {
-    await inSandbox(async (box) => {
+  test('keys create --plan free prints the key alone on the last line: pet_live_ in production, pet_test_ in staging', async (t) => {
+    await inSandbox(t, async (box) => {
       const [live, staging] = await Promise.all([
         ok(['keys', 'create', '--plan', 'free'], box.env()),
         ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' })),
@@ -112,8 +107,8 @@ describe('keys create', () => {
     });
   });
 
-  test('keys create --plan pro --label shop --json prints one JSON object with the pro limits on the last line', async () => {
-    await inSandbox(async (box) => {
+  test('keys create --plan pro --label shop --json prints one JSON object with the pro limits on the last line', async (t) => {
+    await inSandbox(t, async (box) => {
       const r = await ok(['keys', 'create', '--plan', 'pro', '--label', 'shop', '--json'], box.env());
       assert.equal(r.stdout.trimEnd().split('\n').length, 1, `only the JSON object is printed: ${r.stdout}`);
       const created = JSON.parse(lastLine(r.stdout)) as CreatedKey;
@@ -129,8 +124,8 @@ describe('keys create', () => {
     });
   });
 
-  test('keys create --plan enterprise takes --rpm and --rpd; missing, misplaced or senseless limits, unknown and missing plans exit 2', async () => {
-    await inSandbox(async (box) => {
+  test('keys create --plan enterprise takes --rpm and --rpd; missing, misplaced or senseless limits, unknown and missing plans exit 2', async (t) => {
+    await inSandbox(t, async (box) => {
       const created = await keysCreateJson(box.env(), '--plan', 'enterprise', '--rpm', '5000', '--rpd', '200000');
       assert.equal(created.plan, 'enterprise');
       assert.equal(created.rpm, 5000);
@@ -154,8 +149,8 @@ describe('keys create', () => {
 });
 
 describe('keys list', () => {
-  test('keys list shows created keys by prefix, as a table and as JSON, and never prints a full key', async () => {
-    await inSandbox(async (box) => {
+  test('keys list shows created keys by prefix, as a table and as JSON, and never prints a full key', async (t) => {
+    await inSandbox(t, async (box) => {
       const [free, business] = await Promise.all([
         keysCreateJson(box.env(), '--plan', 'free', '--label', 'first'),
         keysCreateJson(box.env(), '--plan', 'business'),
@@ -200,8 +195,8 @@ describe('keys list', () => {
     });
   });
 
-  test('keys list shows an expired key as expired, and keys rotate refuses it', async () => {
-    await inSandbox(async (box) => {
+  test('keys list shows an expired key as expired, and keys rotate refuses it', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       await ok(['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z', '--force'], box.env());
       const table = (await ok(['keys', 'list', '--wide'], box.env())).stdout;
@@ -218,8 +213,8 @@ describe('keys list', () => {
 });
 
 describe('keys revoke, rotate, plan and expire', () => {
-  test('keys revoke ID revokes once; revoking again or an unknown ID exits 1 with one line and no usage', async () => {
-    await inSandbox(async (box) => {
+  test('keys revoke ID revokes once; revoking again or an unknown ID exits 1 with one line and no usage', async (t) => {
+    await inSandbox(t, async (box) => {
       const doomed = await keysCreateJson(box.env(), '--plan', 'free');
 
       const revoked = await ok(['keys', 'revoke', doomed.id], box.env());
@@ -238,8 +233,8 @@ describe('keys revoke, rotate, plan and expire', () => {
     });
   });
 
-  test('keys rotate issues a replacement with the same plan and sets the old key to expire after the grace', async () => {
-    await inSandbox(async (box) => {
+  test('keys rotate issues a replacement with the same plan and sets the old key to expire after the grace', async (t) => {
+    await inSandbox(t, async (box) => {
       const old = await keysCreateJson(box.env(), '--plan', 'pro', '--label', 'shop');
       const before = Date.now();
       const rotated = await ok(['keys', 'rotate', old.id, '--grace', '2h', '--json'], box.env());
@@ -260,8 +255,8 @@ describe('keys revoke, rotate, plan and expire', () => {
     });
   });
 
-  test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 2, an unknown key 1', async () => {
-    await inSandbox(async (box) => {
+  test('keys plan changes plan and limits; keys expire sets and clears a date; bad input exits 2, an unknown key 1', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       const planArgs = ['keys', 'plan', key.id, '--plan', 'enterprise', '--rpm', '5000', '--rpd', '90000', '--json'];
       const changed = JSON.parse((await ok(planArgs, box.env())).stdout);
@@ -306,8 +301,8 @@ describe('keys unban', () => {
     }
   }
 
-  test('keys unban ID exits 1 for a key that is not banned, and lifts a ban that is in force', async () => {
-    await inSandbox(async (box) => {
+  test('keys unban ID exits 1 for a key that is not banned, and lifts a ban that is in force', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       await fails(['keys', 'unban', key.id], box.env(), new RegExp(`key ${key.id} is not banned`));
 
@@ -324,8 +319,8 @@ describe('keys unban', () => {
     });
   });
 
-  test('a banned key rotated gives a banned key; keys list shows both; keys unban of the new key lifts the ban for both', async () => {
-    await inSandbox(async (box) => {
+  test('a banned key rotated gives a banned key; keys list shows both; keys unban of the new key lifts the ban for both', async (t) => {
+    await inSandbox(t, async (box) => {
       const old = await keysCreateJson(box.env(), '--plan', 'free');
       const until = Date.now() + 15 * 60_000;
       insertBan(box.dbPath, old.id, until);
@@ -364,8 +359,8 @@ describe('keys unban', () => {
     });
   });
 
-  test('keys unban ID of a key whose ban has already ended exits 1 (it is not banned)', async () => {
-    await inSandbox(async (box) => {
+  test('keys unban ID of a key whose ban has already ended exits 1 (it is not banned)', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       // keys list (and the server) treat a ban row whose end has passed as no ban at all...
       insertBan(box.dbPath, key.id, Date.now() - 60_000);
@@ -391,9 +386,9 @@ describe('serve', () => {
   test(
     'petstore serve answers the probes, logs JSON lines, honours CLI key changes at once, and exits 0 on SIGTERM',
     { timeout: 40_000 },
-    async () => {
-      await inSandbox(async (box) => {
-        const server = await startServerProcess(box.env());
+    async (t) => {
+      await inSandbox(t, async (box) => {
+        const server = await startServerProcess(box.env(), { owner: t });
         try {
           const health = await get(`${server.url}/healthz`);
           assert.equal(health.status, 200);
@@ -478,13 +473,15 @@ describe('serve flags and signals', () => {
     }
   }
 
-  test('serve --port and --host override PORT and HOST', { timeout: 30_000 }, async () => {
-    await inSandbox(async (box) => {
+  test('serve --port and --host override PORT and HOST', { timeout: 30_000 }, async (t) => {
+    await inSandbox(t, async (box) => {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
       // Values the configuration would refuse: serving at all shows the flags replaced them.
       const env = box.env({ PORT: 'not-a-port', HOST: 'not a host' });
-      const server = await startServerCommand(process.execPath, [CLI, 'serve', '--port', String(port), '--host', '127.0.0.1'], env, url);
+      const server = await startServerCommand(process.execPath, [CLI, 'serve', '--port', String(port), '--host', '127.0.0.1'], env, url, {
+        owner: t,
+      });
       try {
         assert.equal((await fetch(`${url}/healthz`)).status, 200);
         server.child.kill('SIGTERM');
@@ -501,12 +498,14 @@ describe('serve flags and signals', () => {
   test(
     'started by a shell wrapper that execs it, the server gets the SIGTERM sent to the wrapper, exits 0 and closes its port',
     { timeout: 30_000 },
-    async () => {
-      await inSandbox(async (box) => {
+    async (t) => {
+      await inSandbox(t, async (box) => {
         const port = await freePort();
         const url = `http://127.0.0.1:${port}`;
         const wrapper = 'exec "$0" "$1" serve --port "$2"';
-        const server = await startServerCommand('/bin/sh', ['-c', wrapper, process.execPath, CLI, String(port)], box.env(), url);
+        const server = await startServerCommand('/bin/sh', ['-c', wrapper, process.execPath, CLI, String(port)], box.env(), url, {
+          owner: t,
+        });
         try {
           assert.ok(server.child.kill('SIGTERM'), 'the signal was sent to the pid the wrapper was started as');
           assert.equal(await exitWithin(server, 10_000), 0, server.output());
@@ -545,8 +544,8 @@ describe('configuration', () => {
     return lines[0]!;
   }
 
-  test('each bad configuration value makes serve and keys list exit 1 with one stderr line naming the variable', async () => {
-    await inSandbox(async (box) => {
+  test('each bad configuration value makes serve and keys list exit 1 with one stderr line naming the variable', async (t) => {
+    await inSandbox(t, async (box) => {
       // A port that is free, so a serve that wrongly accepted its configuration would not collide with anything
       // (and is killed by runCli's time limit, failing the test).
       const port = String(await freePort());
@@ -563,8 +562,8 @@ describe('configuration', () => {
     });
   });
 
-  test('a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY', async () => {
-    await inSandbox(async (box) => {
+  test('a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY', async (t) => {
+    await inSandbox(t, async (box) => {
       const port = String(await freePort());
       await Promise.all(
         [['serve'], ['keys', 'list']].map(async (args) => {
@@ -577,8 +576,8 @@ describe('configuration', () => {
     });
   });
 
-  test('a malformed postgres DATABASE_URL is reported without its password', async () => {
-    await inSandbox(async (box) => {
+  test('a malformed postgres DATABASE_URL is reported without its password', async (t) => {
+    await inSandbox(t, async (box) => {
       const url = 'postgres://user:secret@host:notaport/db';
       await Promise.all(
         [['serve'], ['keys', 'list']].map(async (args) => {
@@ -592,8 +591,8 @@ describe('configuration', () => {
     });
   });
 
-  test('a .env file in the working directory supplies unset settings; a variable set in the environment wins', async () => {
-    await inSandbox(async (box) => {
+  test('a .env file in the working directory supplies unset settings; a variable set in the environment wins', async (t) => {
+    await inSandbox(t, async (box) => {
       const fromFile = join(box.dir, 'from-dotenv.db');
       writeFileSync(join(box.dir, '.env'), `# local settings\nDATABASE_URL=sqlite:${fromFile}\nPETSTORE_ENV=staging\n`);
       const env = { ...box.env(), DATABASE_URL: undefined };
@@ -613,8 +612,8 @@ describe('usage', () => {
   const SUBCOMMANDS = ['create', 'list', 'rotate', 'plan', 'expire', 'revoke', 'unban'];
   const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-  test('--help on every command and subcommand prints its usage on stdout, exits 0, and reads no configuration or database', async () => {
-    await inSandbox(async (box) => {
+  test('--help on every command and subcommand prints its usage on stdout, exits 0, and reads no configuration or database', async (t) => {
+    await inSandbox(t, async (box) => {
       // A configuration that would stop any command that read it, and a database that must not appear.
       const env = box.env({ PORT: 'not-a-port', PETSTORE_ENV: 'nowhere' });
       writeFileSync(join(box.dir, '.env'), 'LOG_LEVEL=loudest\n');
@@ -660,8 +659,8 @@ describe('usage', () => {
     }
   });
 
-  test('an unknown command, keys subcommand or option exits 2 with one line pointing at --help', async () => {
-    await inSandbox(async (box) => {
+  test('an unknown command, keys subcommand or option exits 2 with one line pointing at --help', async (t) => {
+    await inSandbox(t, async (box) => {
       const env = box.env();
       await Promise.all([
         misused(['frobnicate'], env, /^petstore: unknown command "frobnicate"; see petstore --help\n$/),
@@ -673,8 +672,8 @@ describe('usage', () => {
     });
   });
 
-  test("each command refuses flags it does not take, another command's included, with exit 2 and no side effect", async () => {
-    await inSandbox(async (box) => {
+  test("each command refuses flags it does not take, another command's included, with exit 2 and no side effect", async (t) => {
+    await inSandbox(t, async (box) => {
       const env = box.env();
       const refusals: [string[], RegExp][] = [
         [['keys', 'list', '--plan', 'pro'], /^petstore: keys list does not take --plan; see petstore keys list --help\n$/],
@@ -698,8 +697,8 @@ describe('usage', () => {
     });
   });
 
-  test('keys expire refuses a moment in the past unless --force', async () => {
-    await inSandbox(async (box) => {
+  test('keys expire refuses a moment in the past unless --force', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       await misused(
         ['keys', 'expire', key.id, '--at', '2020-01-01T00:00:00Z'],
@@ -714,8 +713,8 @@ describe('usage', () => {
     });
   });
 
-  test('keys list fits 100 columns with long labels and limits, cutting labels that --wide and --json show whole', async () => {
-    await inSandbox(async (box) => {
+  test('keys list fits 100 columns with long labels and limits, cutting labels that --wide and --json show whole', async (t) => {
+    await inSandbox(t, async (box) => {
       const long = 'for the partner integration of a very large shelter network, '.repeat(4).slice(0, 200);
       const keys = await Promise.all([
         keysCreateJson(box.env(), '--plan', 'free', '--label', long),
@@ -760,8 +759,8 @@ describe('labels on a terminal', () => {
     }
   }
 
-  test('a label written straight into the database is escaped in list, --wide, --json and rotate, and cannot forge a row', async () => {
-    await inSandbox(async (box) => {
+  test('a label written straight into the database is escaped in list, --wide, --json and rotate, and cannot forge a row', async (t) => {
+    await inSandbox(t, async (box) => {
       const [victim, cutOne] = await Promise.all([
         keysCreateJson(box.env(), '--plan', 'free'),
         keysCreateJson(box.env(), '--plan', 'free'),
@@ -812,8 +811,8 @@ describe('labels on a terminal', () => {
     });
   });
 
-  test('keys create refuses a label with a control or format character in one line naming it, and stores nothing', async () => {
-    await inSandbox(async (box) => {
+  test('keys create refuses a label with a control or format character in one line naming it, and stores nothing', async (t) => {
+    await inSandbox(t, async (box) => {
       const env = box.env();
       const refusals: [string, RegExp][] = [
         ['a\u001b[2Jb', /U\+001B at character 2\n$/],
@@ -843,8 +842,8 @@ describe('labels on a terminal', () => {
     });
   });
 
-  test('an ID written straight into the database is escaped in the table and in the lines that name it', async () => {
-    await inSandbox(async (box) => {
+  test('an ID written straight into the database is escaped in the table and in the lines that name it', async (t) => {
+    await inSandbox(t, async (box) => {
       const key = await keysCreateJson(box.env(), '--plan', 'free');
       const id = 'key_\u001b[2J\u202e';
       const db = new DatabaseSync(box.dbPath);
@@ -864,8 +863,8 @@ describe('labels on a terminal', () => {
     });
   });
 
-  test('a refusal that quotes an argument escapes it: a key ID cannot clear the screen', async () => {
-    await inSandbox(async (box) => {
+  test('a refusal that quotes an argument escapes it: a key ID cannot clear the screen', async (t) => {
+    await inSandbox(t, async (box) => {
       const stderr = await fails(
         ['keys', 'revoke', 'key_\u001b[2J\u202e'],
         box.env(),

@@ -14,13 +14,13 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createTestDatabase, requirePostgres, untilWaitingOnLocks } from '../support/engines.ts';
-import { pgbouncerInstalled, startPgbouncer, type Pgbouncer } from '../support/pgbouncer.ts';
+import { pgbouncerInstalled, startPgbouncer } from '../support/pgbouncer.ts';
 import { keysCreate, startServerProcess, type ServerProcess } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, killAtExit, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 interface Answer {
@@ -79,7 +79,8 @@ interface Setup {
   query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]>;
 }
 
-async function withSetup(t: { skip(message: string): void }, through: 'direct' | 'pgbouncer', fn: (setup: Setup) => Promise<void>) {
+/** Runs fn with a database of its own (and a PgBouncer in front, through it), all undone when the test ends. */
+async function withSetup(t: TestContext, through: 'direct' | 'pgbouncer', fn: (setup: Setup) => Promise<void>) {
   if (!requirePostgres(t, `creates held up by a lock, ${through}`)) return;
   if (through === 'pgbouncer' && !pgbouncerInstalled()) {
     console.log('# SKIPPED: creates held up by a lock through PgBouncer (not installed: apt-get install pgbouncer)');
@@ -87,42 +88,35 @@ async function withSetup(t: { skip(message: string): void }, through: 'direct' |
     t.skip('PgBouncer not installed');
     return;
   }
-  const database = await createTestDatabase();
-  let bouncer: Pgbouncer | undefined;
-  const clients: pg.Client[] = [];
+  const database = await createTestDatabase(t);
   // A failed check leaves its lock held; the drop at the end ends every connection, which is no error here.
   const client = () => {
     const c = new pg.Client({ connectionString: database.url });
     c.on('error', () => undefined);
-    clients.push(c);
+    atEnd(t, () => c.end().catch(() => undefined));
     return c;
   };
   const observer = client();
-  try {
-    await observer.connect();
-    let serviceUrl = database.url;
-    if (through === 'pgbouncer') {
-      bouncer = await startPgbouncer(database.url);
-      serviceUrl = bouncer.url;
-    }
-    await fn({
-      serviceUrl,
-      async lock() {
-        const locker = client();
-        await locker.connect();
-        await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE');
-        return { release: () => locker.query('COMMIT').then(() => undefined) };
-      },
-      waiting: (n) => untilWaitingOnLocks(observer, database.url, n, 10_000),
-      async query(text, values) {
-        return (await observer.query(text, values)).rows;
-      },
-    });
-  } finally {
-    await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
-    await bouncer?.stop();
-    await database.drop();
+  await observer.connect();
+  let serviceUrl = database.url;
+  if (through === 'pgbouncer') {
+    const bouncer = await startPgbouncer(database.url);
+    atEnd(t, () => bouncer.stop());
+    serviceUrl = bouncer.url;
   }
+  await fn({
+    serviceUrl,
+    async lock() {
+      const locker = client();
+      await locker.connect();
+      await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE');
+      return { release: () => locker.query('COMMIT').then(() => undefined) };
+    },
+    waiting: (n) => untilWaitingOnLocks(observer, database.url, n, 10_000),
+    async query(text, values) {
+      return (await observer.query(text, values)).rows;
+    },
+  });
 }
 
 async function stop(server: ServerProcess | undefined): Promise<void> {
@@ -139,7 +133,7 @@ for (const through of ['direct', 'pgbouncer'] as const) {
       withSetup(t, through, async (setup) => {
         const env = { DATABASE_URL: setup.serviceUrl };
         const key = await keysCreate(env, '--plan', 'enterprise', '--rpm', '100000', '--rpd', '1000000');
-        const server = await startServerProcess(env);
+        const server = await startServerProcess(env, { owner: t });
         try {
           const body = { name: 'stalled', categoryId: 1 };
           const lock = await setup.lock();
@@ -183,14 +177,14 @@ for (const through of ['direct', 'pgbouncer'] as const) {
         let first: ServerProcess | undefined;
         let second: ServerProcess | undefined;
         try {
-          first = await startServerProcess(env);
+          first = await startServerProcess(env, { owner: t });
           const lock = await setup.lock();
           const lost = create(first, key, body, 'kill-1').catch(() => undefined);
           await setup.waiting(1); // claimed, and its create waits behind the lock
           await stop(first);
           assert.equal(await lost, undefined, 'no answer: the instance died');
 
-          second = await startServerProcess(env);
+          second = await startServerProcess(env, { owner: t });
           // Its claim is in flight (the killed instance's statement is still queued): 409 until it may be taken over.
           const answers: Answer[] = [];
           for (;;) {
@@ -225,7 +219,7 @@ for (const through of ['direct', 'pgbouncer'] as const) {
         let first: ServerProcess | undefined;
         let second: ServerProcess | undefined;
         try {
-          first = await startServerProcess(env);
+          first = await startServerProcess(env, { owner: t });
           const lock = await setup.lock();
           const lost = create(first, key, { name: 'unanswered', categoryId: 3 }).catch(() => undefined);
           await setup.waiting(1);
@@ -236,7 +230,7 @@ for (const through of ['direct', 'pgbouncer'] as const) {
           await eventually(async () => (await petsNamed(setup, 'unanswered')).length === 1, 5000);
           const [{ id }] = (await petsNamed(setup, 'unanswered')) as [{ id: string }];
 
-          second = await startServerProcess(env);
+          second = await startServerProcess(env, { owner: t });
           const read = async () => (await fetch(`${second!.url}/v1/pets/${id}`, { headers: { authorization: `Bearer ${key}` } })).status;
           assert.equal(await read(), 200);
           await sleep(3000); // an undo, where one existed, ran within a second of the database answering
@@ -255,7 +249,7 @@ test('SQLite: a create that failed behind another process’s write lock stored 
   const path = join(dir, 'petstore.db');
   const env = { DATABASE_URL: `sqlite:${path}` };
   const key = await keysCreate(env, '--plan', 'enterprise', '--rpm', '100000', '--rpd', '1000000');
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
   const holder = join(dir, 'holder.mjs');
   // Holds the write lock longer than the server's busy_timeout (5 s), then lets go.
   writeFileSync(
@@ -268,6 +262,8 @@ test('SQLite: a create that failed behind another process’s write lock stored 
   );
   try {
     const child = fork(holder, [path], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+    killAtExit(child);
+    atEnd(t, () => child.kill('SIGKILL'));
     await new Promise((resolve) => child.once('message', resolve));
     const refused = await create(server, key, { name: 'behind the lock', categoryId: 1 });
     assert.ok(refused.status >= 500, refused.text);

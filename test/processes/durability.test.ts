@@ -5,9 +5,8 @@
  * kill. On SQLite (where concurrent creates share group commits) and on PostgreSQL.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { createTestDatabase, requirePostgres } from '../support/engines.ts';
 import { startServerProcess, unlimitedKey } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
@@ -21,10 +20,10 @@ interface StoredPet {
 
 const WRITERS = 32;
 
-async function crashMidLoad(databaseUrl: string): Promise<void> {
+async function crashMidLoad(t: TestContext, databaseUrl: string): Promise<void> {
   const env = { DATABASE_URL: databaseUrl };
   const key = await unlimitedKey(env);
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
 
   const acknowledged = new Map<string, StoredPet>();
   const inFlight = new Set<string>(); // sent, with no answer yet
@@ -65,13 +64,14 @@ async function crashMidLoad(databaseUrl: string): Promise<void> {
     }
   };
   await Promise.all(Array.from({ length: WRITERS }, (_, w) => worker(w)));
+  if (!killed) server.child.kill('SIGKILL'); // every writer stopped on a failure, reported below
   await server.exited;
   assert.deepEqual(failures, [], 'every create before the kill was answered 201');
   assert.ok(acknowledged.size >= 200);
   assert.ok(!server.output().includes(key), 'the key appeared in the log');
   assert.doesNotMatch(server.output(), /authorization|bearer/i);
 
-  const again = await startServerProcess(env);
+  const again = await startServerProcess(env, { owner: t });
   try {
     const stored = new Map<string, StoredPet>();
     let next: string | null = '/v1/pets?limit=100';
@@ -93,21 +93,11 @@ async function crashMidLoad(databaseUrl: string): Promise<void> {
   }
 }
 
-test('SQLite: every 201 survives a kill -9, and nothing unacknowledged appears but in-flight creates', async () => {
-  const dir = tempDir();
-  try {
-    await crashMidLoad(`sqlite:${join(dir, 'petstore.db')}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+test('SQLite: every 201 survives a kill -9, and nothing unacknowledged appears but in-flight creates', async (t) => {
+  await crashMidLoad(t, `sqlite:${join(tempDir(t), 'petstore.db')}`);
 });
 
 test('PostgreSQL: every 201 survives a kill -9, and nothing unacknowledged appears but in-flight creates', async (t) => {
   if (!requirePostgres(t, 'PostgreSQL crash test')) return;
-  const database = await createTestDatabase();
-  try {
-    await crashMidLoad(database.url);
-  } finally {
-    await database.drop();
-  }
+  await crashMidLoad(t, (await createTestDatabase(t)).url);
 });

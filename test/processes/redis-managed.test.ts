@@ -5,14 +5,13 @@
  * command, on SQLite.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { newKeyPrefix } from '../support/engines.ts';
 import { keysCreate, runCli, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { makeCertificates, startRedis, tlsLines, type Certificates, type RedisProcess } from '../support/redis-servers.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 const PASSWORD = 'limiter-secret-7f3a';
@@ -23,19 +22,16 @@ describe('Redis over TLS with an ACL user', () => {
   let redis: RedisProcess;
   let prefix: string;
   let env: Record<string, string>;
-  const servers: ServerProcess[] = [];
+  // Undone in reverse: the servers, Redis, then the folder with the authority's private key.
+  const suite = suiteOwner();
   const url = (password = PASSWORD) => `rediss://limiter:${password}@127.0.0.1:${redis.port}`;
-  const serve = async (extra: Record<string, string>) => {
-    const server = await startServerProcess({ ...env, LOG_LEVEL: 'info', ...extra });
-    servers.push(server);
-    return server;
-  };
+  const serve = (extra: Record<string, string>) => startServerProcess({ ...env, LOG_LEVEL: 'info', ...extra }, { owner: suite });
   const get = (server: ServerProcess, key: string) => fetch(`${server.url}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
 
   before(async () => {
-    dir = tempDir();
+    dir = tempDir(suite);
     certs = makeCertificates(dir);
-    prefix = newKeyPrefix();
+    prefix = newKeyPrefix(); // in the test's own Redis, which goes with its keys
     // The user may touch its deployment's keys only, and nothing that administers the server.
     redis = await startRedis(
       dir,
@@ -43,14 +39,8 @@ describe('Redis over TLS with an ACL user', () => {
       [...tlsLines(certs), 'user default off', `user limiter on >${PASSWORD} ~${prefix}:* +@all -@dangerous +info`],
       true,
     );
+    atEnd(suite, () => redis.kill());
     env = { DATABASE_URL: `sqlite:${dir}/petstore.db`, REDIS_KEY_PREFIX: prefix };
-  });
-
-  after(async () => {
-    for (const s of servers) s.child.kill('SIGTERM');
-    await Promise.all(servers.map((s) => s.exited));
-    await redis?.kill();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('rediss:// with the CA file and the user in the URL: every decision is counted in that Redis, and the limit holds', async () => {

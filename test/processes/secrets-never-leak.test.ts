@@ -6,16 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { createTestDatabase, requirePostgres } from '../support/engines.ts';
 import { keysCreateJson, lastLine, runCli, startServerProcess } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
 
 const PASSWORD = 'S3cretPassw0rd-never-shown';
 
-async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promise<void> {
+async function checkNothingLeaks(t: TestContext, databaseUrl: string, secrets: string[]): Promise<void> {
   const metricsToken = `metrics-${randomBytes(12).toString('hex')}`;
   const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'debug', METRICS_TOKEN: metricsToken };
   const good = await keysCreateJson(env, '--plan', 'free');
@@ -36,7 +35,7 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
     ...[...keys, wrong].map((k) => createHash('sha256').update(k).digest('hex')),
   ];
 
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
   const seen: string[] = [];
   const send = async (method: string, path: string, key?: string, body?: string) => {
     const headers: Record<string, string> = {};
@@ -68,23 +67,13 @@ async function checkNothingLeaks(databaseUrl: string, secrets: string[]): Promis
   assert.match(seen.join('\n'), /petstore_http_requests_total/, 'the metrics were read');
 }
 
-test('SQLite: no key, key hash or secret in logs, answers or metrics', async () => {
-  const dir = tempDir();
-  try {
-    await checkNothingLeaks(`sqlite:${join(dir, 'petstore.db')}`, []);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+test('SQLite: no key, key hash or secret in logs, answers or metrics', async (t) => {
+  await checkNothingLeaks(t, `sqlite:${join(tempDir(t), 'petstore.db')}`, []);
 });
 
 test('PostgreSQL: nor the database password from DATABASE_URL', async (t) => {
   if (!requirePostgres(t, 'PostgreSQL secrets test')) return;
-  const database = await createTestDatabase();
-  try {
-    const url = new URL(database.url);
-    url.password = PASSWORD; // trust authentication accepts it; it must still never be shown
-    await checkNothingLeaks(url.toString(), [PASSWORD]);
-  } finally {
-    await database.drop();
-  }
+  const url = new URL((await createTestDatabase(t)).url);
+  url.password = PASSWORD; // trust authentication accepts it; it must still never be shown
+  await checkNothingLeaks(t, url.toString(), [PASSWORD]);
 });

@@ -10,14 +10,13 @@
  * answered and ends it, even an answer that skips the hooks, and the process exits once they are closed.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig } from '../../src/config.ts';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import { exitWithin, startServerProcess, unlimitedKey, type ServerProcess } from '../support/processes.ts';
 import { nextAnswer, openSocket, request, untilClosed } from '../support/raw-http.ts';
 import { tempDir } from '../support/temp.ts';
@@ -30,27 +29,17 @@ const ANSWERS_BEFORE_SIGNAL = 300;
 
 interface Deployment {
   env: Record<string, string>;
-  cleanup(): Promise<void>;
 }
 
-async function sqliteDeployment(): Promise<Deployment> {
-  const dir = tempDir();
-  return {
-    env: { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` },
-    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
-  };
+/** A SQLite file of the test's own, removed when the test ends. */
+function sqliteDeployment(t: TestContext): Deployment {
+  return { env: { DATABASE_URL: `sqlite:${join(tempDir(t), 'petstore.db')}` } };
 }
 
-async function postgresDeployment(): Promise<Deployment> {
-  const database = await createTestDatabase();
-  const keyPrefix = newKeyPrefix();
-  return {
-    env: { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix },
-    async cleanup() {
-      await database.drop();
-      await deleteRedisKeys(keyPrefix);
-    },
-  };
+/** A PostgreSQL database and Redis keys of the test's own, dropped and deleted when the test ends. */
+async function postgresDeployment(t: TestContext): Promise<Deployment> {
+  const database = await createTestDatabase(t);
+  return { env: { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: newKeyPrefix(t) } };
 }
 
 /** Waits for the process to exit, at most boundMs; kills it (and fails) past that. */
@@ -140,10 +129,10 @@ async function loadUntilRefused(url: string, key: string, signal: () => number):
   return outcome;
 }
 
-async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
+async function shutDownUnderLoad(t: TestContext, deployment: Deployment): Promise<void> {
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: String(DRAIN_MS), SHUTDOWN_TIMEOUT_MS: '10000' };
   const key = await unlimitedKey(env);
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
   try {
     // A create whose body is still on its way when the listener closes.
     const slow = await openSocket(server.url);
@@ -185,7 +174,7 @@ async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
     assert.equal(answer.headers.connection, 'close', 'answers during shutdown tell the client to reconnect');
     assert.ok(outcome.firstRefusalAt! - signalledAt >= DRAIN_MS - 50, 'the listener stayed open for the drain');
 
-    const again = await startServerProcess(env);
+    const again = await startServerProcess(env, { owner: t });
     try {
       const stored = await allPets(again.url, key);
       const lost = outcome.created.filter((pet) => JSON.stringify(stored.get(pet.id)) !== JSON.stringify(pet));
@@ -205,29 +194,19 @@ async function shutDownUnderLoad(deployment: Deployment): Promise<void> {
   }
 }
 
-test('SIGTERM under load on SQLite: nothing reset, all 2xx, the slow create completes, every 201 stored, exit 0', async () => {
-  const deployment = await sqliteDeployment();
-  try {
-    await shutDownUnderLoad(deployment);
-  } finally {
-    await deployment.cleanup();
-  }
+test('SIGTERM under load on SQLite: nothing reset, all 2xx, the slow create completes, every 201 stored, exit 0', async (t) => {
+  await shutDownUnderLoad(t, sqliteDeployment(t));
 });
 
 test('SIGTERM under load on PostgreSQL and Redis: the same promises', async (t) => {
   if (!requirePostgres(t, 'PostgreSQL + Redis shutdown test', true)) return;
-  const deployment = await postgresDeployment();
-  try {
-    await shutDownUnderLoad(deployment);
-  } finally {
-    await deployment.cleanup();
-  }
+  await shutDownUnderLoad(t, await postgresDeployment(t));
 });
 
-test('a client that never finishes its request is cut at SHUTDOWN_TIMEOUT_MS less a second; the process still exits 0', async () => {
-  const deployment = await sqliteDeployment();
+test('a client that never finishes its request is cut at SHUTDOWN_TIMEOUT_MS less a second; the process still exits 0', async (t) => {
+  const deployment = sqliteDeployment(t);
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_TIMEOUT_MS: '3000' };
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
   try {
     const stuck = await openSocket(server.url);
     const stuckEnd = untilClosed(stuck);
@@ -244,15 +223,14 @@ test('a client that never finishes its request is cut at SHUTDOWN_TIMEOUT_MS les
     assert.match(server.output(), /"connections":1,"msg":"shutdown: closing connections that did not end in time"/);
   } finally {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
-    await deployment.cleanup();
   }
 });
 
-test('behind a proxy, kept-alive connections are left to it: alive through the drain, each next answer after the listener closed ends its connection, even one the framework writes; exit once they are closed', async () => {
-  const deployment = await sqliteDeployment();
+test('behind a proxy, kept-alive connections are left to it: alive through the drain, each next answer after the listener closed ends its connection, even one the framework writes; exit once they are closed', async (t) => {
+  const deployment = sqliteDeployment(t);
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '500', SHUTDOWN_TIMEOUT_MS: '20000', TRUST_PROXY: '1' };
   // Asked on a connection of its own, which fetch's pool would otherwise keep open.
-  const server = await startServerProcess(env, { isReady: async (url) => (await request(`${url}/healthz`)).status === 200 });
+  const server = await startServerProcess(env, { isReady: async (url) => (await request(`${url}/healthz`)).status === 200, owner: t });
   try {
     // Three connections kept alive since before the signal, as a proxy's pool holds them.
     const [asks, malformed, leaves] = await Promise.all([0, 1, 2].map(() => openSocket(server.url)));
@@ -300,14 +278,13 @@ test('behind a proxy, kept-alive connections are left to it: alive through the d
     assert.doesNotMatch(server.output(), /did not end in time/);
   } finally {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
-    await deployment.cleanup();
   }
 });
 
-test('without a proxy, idle connections are closed when the listener closes, not at their keep-alive timeout', async () => {
-  const deployment = await sqliteDeployment();
+test('without a proxy, idle connections are closed when the listener closes, not at their keep-alive timeout', async (t) => {
+  const deployment = sqliteDeployment(t);
   const env = { ...deployment.env, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '500', SHUTDOWN_TIMEOUT_MS: '20000' };
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(env, { owner: t });
   try {
     const idle = await openSocket(server.url);
     const idleAnswer = nextAnswer(idle);
@@ -325,7 +302,6 @@ test('without a proxy, idle connections are closed when the listener closes, not
     assert.ok(idleClosed.closedAt - signalledAt >= 450, 'not before the drain ended');
   } finally {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
-    await deployment.cleanup();
   }
 });
 

@@ -11,26 +11,19 @@
  *  - an idle kept-alive connection is closed after the keep-alive timeout it advertises.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import { ConfigError, loadConfig } from '../../src/config.ts';
-import { exitWithin, startServerProcess, unlimitedKey, type ServerProcess } from '../support/processes.ts';
+import { startServerProcess, unlimitedKey, type ServerProcess } from '../support/processes.ts';
 import { nextAnswer, openSocket, parseAnswer, request, untilClosed, type Conversation } from '../support/raw-http.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 
 /** A server process on a fresh SQLite file with the given settings, stopped and removed after the test. */
 async function serve(t: TestContext, settings: Record<string, string>): Promise<{ server: ServerProcess; env: Record<string, string> }> {
-  const dir = tempDir();
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '0', ...settings };
-  const server = await startServerProcess(env);
-  t.after(async () => {
-    server.child.kill('SIGTERM');
-    await exitWithin(server, 12_000);
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const env = { DATABASE_URL: `sqlite:${join(tempDir(t), 'petstore.db')}`, LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '0', ...settings };
+  const server = await startServerProcess(env, { owner: t });
   return { server, env };
 }
 
@@ -74,7 +67,7 @@ test('slowloris connections do not delay ordinary requests and are cut with 408 
   const dribblers = await slowloris(server.url, 40);
   const silent = await Promise.all(Array.from({ length: 10 }, () => openSocket(server.url)));
   const silentEnds = silent.map(untilClosed);
-  t.after(() => {
+  atEnd(t, () => {
     dribblers.stop();
     for (const s of silent) s.destroy();
   });
@@ -119,7 +112,7 @@ test('a body trickling in slower than the request timeout is answered 408 in the
   const trickle = setInterval(() => {
     if (sent < body.length && !socket.destroyed) socket.write(body[sent++]!);
   }, 250);
-  t.after(() => {
+  atEnd(t, () => {
     clearInterval(trickle);
     socket.destroy();
   });
@@ -159,12 +152,12 @@ test('beyond MAX_CONNECTIONS connections are closed at once; those inside keep w
   });
   // One ordinary kept-alive connection and nine slow ones fill the cap.
   const kept = await openSocket(server.url);
-  t.after(() => kept.destroy());
+  atEnd(t, () => kept.destroy());
   const first = nextAnswer(kept);
   kept.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   assert.equal((await first).status, 200);
   const slow = await slowloris(server.url, 9);
-  t.after(() => slow.stop());
+  atEnd(t, () => slow.stop());
   await sleep(200);
 
   const extra = await openSocket(server.url);
@@ -185,7 +178,7 @@ test('beyond MAX_CONNECTIONS connections are closed at once; those inside keep w
 test('an idle kept-alive connection is closed after KEEP_ALIVE_TIMEOUT_MS, which the answer advertises', async (t) => {
   const { server } = await serve(t, { KEEP_ALIVE_TIMEOUT_MS: '1000' });
   const socket = await openSocket(server.url);
-  t.after(() => socket.destroy());
+  atEnd(t, () => socket.destroy());
   const answer = nextAnswer(socket);
   socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   const { status, headers } = await answer;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { createTestDatabase, REDIS_URL, requirePostgres } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import { explain, keysCreate, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
@@ -59,8 +59,7 @@ describe('the start line and GET /', () => {
   test('the start line names the environment, the SQLite file, the in-memory limiter, the address and the docs page', async (t) => {
     const dir = tempDir(t);
     const dbPath = join(dir, 'petstore.db');
-    const server = await startServerProcess({ DATABASE_URL: `sqlite:${dbPath}`, PETSTORE_ENV: 'staging' });
-    t.after(() => stop(server));
+    const server = await startServerProcess({ DATABASE_URL: `sqlite:${dbPath}`, PETSTORE_ENV: 'staging' }, { owner: t });
     const line = startLine(server);
     assert.equal(line.level, 30, 'info');
     assert.equal(line.environment, 'staging');
@@ -79,8 +78,7 @@ describe('the start line and GET /', () => {
 
   test('GET / and HEAD / redirect to /docs with the baseline security headers, without a key', async (t) => {
     const dir = tempDir(t);
-    const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` });
-    t.after(() => stop(server));
+    const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, { owner: t });
     for (const method of ['GET', 'HEAD']) {
       const res = await fetch(`${server.url}/`, { method, redirect: 'manual' });
       assert.equal(res.status, 302, method);
@@ -96,15 +94,13 @@ describe('the start line and GET /', () => {
 
   test('on PostgreSQL and Redis the start line names their hosts and the database, never the passwords', async (t) => {
     if (!requirePostgres(t, 'the start line on PostgreSQL and Redis', true)) return;
-    const database = await createTestDatabase();
-    t.after(() => database.drop());
+    const database = await createTestDatabase(t);
     const url = new URL(database.url);
     // PostgreSQL's trust authentication here ignores the password, so one can be shown not to leak.
     url.password = 'hunter2-secret';
     const redis = new URL(REDIS_URL!);
-    const env = { DATABASE_URL: url.toString(), REDIS_URL: redis.toString(), REDIS_KEY_PREFIX: `petstore-start-${process.pid}` };
-    const server = await startServerProcess(env);
-    t.after(() => stop(server));
+    const env = { DATABASE_URL: url.toString(), REDIS_URL: redis.toString(), REDIS_KEY_PREFIX: newKeyPrefix(t) };
+    const server = await startServerProcess(env, { owner: t });
     const line = startLine(server);
     assert.equal(line.environment, 'production');
     assert.deepEqual(line.storage, { engine: 'postgres', target: `PostgreSQL at ${url.host}, database ${url.pathname.slice(1)}` });
@@ -125,7 +121,10 @@ describe('what serve loads', () => {
       preload,
       `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, JSON.stringify(process.moduleLoadList)));\n`,
     );
-    const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, NODE_OPTIONS: `--require ${preload}` });
+    const server = await startServerProcess(
+      { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, NODE_OPTIONS: `--require ${preload}` },
+      { owner: t },
+    );
     for (const path of ['/v1/pets', '/nowhere', '/healthz']) await (await fetch(`${server.url}${path}`)).arrayBuffer();
     await stop(server);
     const modules = JSON.parse(readFileSync(loaded, 'utf8')) as string[];
@@ -158,8 +157,7 @@ describe('dependencies checked at start', () => {
     const dir = tempDir(t);
     const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, REDIS_URL: 'redis://:secret@127.0.0.1:1' };
     const key = await keysCreate(env, '--plan', 'free');
-    const server = await startServerProcess(env);
-    t.after(() => stop(server));
+    const server = await startServerProcess(env, { owner: t });
     const warning = logLines(server).find((l) => typeof l.msg === 'string' && l.msg.startsWith('REDIS_URL'));
     assert.ok(warning, server.output());
     assert.equal(warning.level, 40, 'a warning');
@@ -192,8 +190,7 @@ describe('dependencies checked at start', () => {
     const r = await runCli(['keys', 'create', '--plan', 'free'], {}, { cwd: forKeys });
     assert.equal(r.code, 0, explain(['keys', 'create'], r));
     assert.ok(existsSync(join(forKeys, 'data', 'petstore.db')));
-    const server = await startServerProcess({}, { cwd: forServe });
-    t.after(() => stop(server));
+    const server = await startServerProcess({}, { cwd: forServe, owner: t });
     assert.ok(existsSync(join(forServe, 'data', 'petstore.db')));
     assert.equal(startLine(server).storage.path, join(forServe, 'data', 'petstore.db'));
   });

@@ -7,12 +7,20 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
-import { CLI, freePort, startServerCommand, startServerProcess, unlimitedKey, type ServerProcess } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import {
+  CLI,
+  freePort,
+  killServer,
+  startServerCommand,
+  startServerProcess,
+  unlimitedKey,
+  type ServerProcess,
+} from '../support/processes.ts';
+import { atEnd, killAtExit, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 /** Generous: an event loop blocked by a waiting write would take the lock's whole hold time. */
@@ -94,7 +102,7 @@ async function sqliteServer(t: TestContext, file: string, extra: Record<string, 
   const env = { DATABASE_URL: `sqlite:${file}`, ...extra };
   const key = await unlimitedKey(env);
   const server = await startServerProcess(env);
-  t.after(() => void server.child.kill('SIGKILL'));
+  atEnd(t, () => killServer(server));
   return { server, key };
 }
 
@@ -108,7 +116,8 @@ async function holdWriteLock(t: TestContext, file: string, holdMs: number): Prom
     console.log('held');
     setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, Number(process.argv[2]));`;
   const holder = spawn(process.execPath, ['-e', code, file, String(holdMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.after(() => void holder.kill('SIGKILL'));
+  killAtExit(holder);
+  atEnd(t, () => void holder.kill('SIGKILL'));
   const released = new Promise<void>((resolve) => holder.on('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
     holder.stdout.on('data', () => resolve());
@@ -201,14 +210,10 @@ function canMount(t: TestContext, what: string, why: string): boolean {
 function smallDisk(t: TestContext, size: string): string | undefined {
   const what = 'the full-disk test';
   if (process.getuid?.() !== 0) return void canMount(t, what, 'mounting a tmpfs needs root');
-  const parent = tempDir(); // removed below, once nothing is mounted in it
-  const dir = join(parent, 'disk');
+  const dir = join(tempDir(t), 'disk'); // the folder goes after the tmpfs is unmounted
   mkdirSync(dir);
   const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { encoding: 'utf8' });
-  t.after(() => {
-    if (mounted.status === 0) spawnSync('umount', ['-l', dir]);
-    rmSync(parent, { recursive: true, force: true });
-  });
+  if (mounted.status === 0) atEnd(t, () => spawnSync('umount', ['-l', dir]));
   if (mounted.status !== 0) return void canMount(t, what, `mount -t tmpfs failed: ${mounted.stderr.trim()}`);
   return dir;
 }
@@ -310,7 +315,7 @@ test('storage that refuses writes (EROFS): creates get 503 and readiness fails, 
     { ...env, HOST: '127.0.0.1', PORT: String(port) },
     url,
   );
-  t.after(() => void server.child.kill('SIGKILL'));
+  atEnd(t, () => killServer(server));
   const fiu = (command: string) => {
     const run = spawnSync('fiu-ctrl', ['-f', pipes, '-c', command, String(server.child.pid)], { encoding: 'utf8' });
     assert.equal(run.status, 0, `fiu-ctrl ${command}: ${run.stderr}`);

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { keysCreate, runCli, startServerProcess } from '../support/processes.ts';
@@ -40,55 +40,45 @@ function selfSigned(dir: string): { cert: string; key: string } {
   return { cert, key };
 }
 
-test('TLS_CERT and TLS_KEY: the API over HTTPS, and no answer to plain HTTP', async () => {
-  const dir = tempDir();
-  try {
-    const { cert, key } = selfSigned(dir);
-    const ca = readFileSync(cert);
-    const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key };
-    const apiKey = await keysCreate(env, '--plan', 'free');
-    const server = await startServerProcess(env, {
-      scheme: 'https',
-      isReady: async (url) => (await request(`${url}/healthz`, { ca })).status === 200,
-    });
-    try {
-      const listed = await request(`${server.url}/v1/pets`, { ca, headers: { authorization: `Bearer ${apiKey}` } });
-      assert.equal(listed.status, 200);
-      assert.equal(listed.body, '[]');
-      // An untrusted client refuses the self-signed certificate: the connection is really TLS.
-      await assert.rejects(fetch(`${server.url}/healthz`));
-      // Plain HTTP to the TLS port gets no API answer.
-      const plain = await fetch(server.url.replace('https:', 'http:') + '/healthz').then(
-        (r) => r.status,
-        () => 'no answer',
-      );
-      assert.notEqual(plain, 200);
-    } finally {
-      server.child.kill('SIGTERM');
-      assert.equal(await server.exited, 0);
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+test('TLS_CERT and TLS_KEY: the API over HTTPS, and no answer to plain HTTP', async (t) => {
+  const dir = tempDir(t);
+  const { cert, key } = selfSigned(dir);
+  const ca = readFileSync(cert);
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key };
+  const apiKey = await keysCreate(env, '--plan', 'free');
+  const server = await startServerProcess(env, {
+    scheme: 'https',
+    isReady: async (url) => (await request(`${url}/healthz`, { ca })).status === 200,
+    owner: t,
+  });
+  const listed = await request(`${server.url}/v1/pets`, { ca, headers: { authorization: `Bearer ${apiKey}` } });
+  assert.equal(listed.status, 200);
+  assert.equal(listed.body, '[]');
+  // An untrusted client refuses the self-signed certificate: the connection is really TLS.
+  await assert.rejects(fetch(`${server.url}/healthz`));
+  // Plain HTTP to the TLS port gets no API answer.
+  const plain = await fetch(server.url.replace('https:', 'http:') + '/healthz').then(
+    (r) => r.status,
+    () => 'no answer',
+  );
+  assert.notEqual(plain, 200);
+  server.child.kill('SIGTERM');
+  assert.equal(await server.exited, 0);
 });
 
-test('one of TLS_CERT and TLS_KEY alone, or an unreadable file, stops the server with one line', async () => {
-  const dir = tempDir();
-  try {
-    const db = `sqlite:${join(dir, 'petstore.db')}`;
-    const alone = await runCli(['serve'], { DATABASE_URL: db, TLS_CERT: join(dir, 'cert.pem') });
-    assert.equal(alone.code, 1);
-    assert.match(alone.stderr, /TLS_CERT and TLS_KEY must be set together/);
-    assert.equal(alone.stderr.trim().split('\n').length, 1);
-    const missing = await runCli(['serve'], {
-      DATABASE_URL: db,
-      TLS_CERT: join(dir, 'nope.pem'),
-      TLS_KEY: join(dir, 'nope.key'),
-      PORT: '0',
-    });
-    assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /TLS_CERT cannot be read/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+test('one of TLS_CERT and TLS_KEY alone, or an unreadable file, stops the server with one line', async (t) => {
+  const dir = tempDir(t);
+  const db = `sqlite:${join(dir, 'petstore.db')}`;
+  const alone = await runCli(['serve'], { DATABASE_URL: db, TLS_CERT: join(dir, 'cert.pem') });
+  assert.equal(alone.code, 1);
+  assert.match(alone.stderr, /TLS_CERT and TLS_KEY must be set together/);
+  assert.equal(alone.stderr.trim().split('\n').length, 1);
+  const missing = await runCli(['serve'], {
+    DATABASE_URL: db,
+    TLS_CERT: join(dir, 'nope.pem'),
+    TLS_KEY: join(dir, 'nope.key'),
+    PORT: '0',
+  });
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /TLS_CERT cannot be read/);
 });

@@ -11,15 +11,15 @@
  * process and in several apps of one process.
  */
 import assert from 'node:assert/strict';
-import { rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import module from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { hashKey } from '../../src/domain/api-key.ts';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import {
   exitWithin,
   freePort,
@@ -31,7 +31,7 @@ import {
   type ServerProcess,
 } from '../support/processes.ts';
 import { call, startTestServer } from '../support/servers.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 
 /** A span as the receiver read it from OTLP/JSON. */
 interface ReceivedSpan {
@@ -125,29 +125,17 @@ async function startSilentCollector(): Promise<{ url: string; received(): number
 interface Deployment {
   name: 'sqlite' | 'postgres';
   env: EnvOverrides;
-  cleanup(): Promise<void>;
 }
 
-function sqliteDeployment(): Deployment {
-  const dir = tempDir();
-  return {
-    name: 'sqlite',
-    env: { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` },
-    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
-  };
+/** A SQLite file of the test's own, removed when the test ends. */
+function sqliteDeployment(t: TestContext): Deployment {
+  return { name: 'sqlite', env: { DATABASE_URL: `sqlite:${join(tempDir(t), 'petstore.db')}` } };
 }
 
-async function postgresDeployment(): Promise<Deployment> {
-  const database = await createTestDatabase();
-  const keyPrefix = newKeyPrefix();
-  return {
-    name: 'postgres',
-    env: { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix },
-    async cleanup() {
-      await database.drop();
-      await deleteRedisKeys(keyPrefix);
-    },
-  };
+/** A PostgreSQL database and Redis keys of the test's own, dropped and deleted when the test ends. */
+async function postgresDeployment(t: TestContext): Promise<Deployment> {
+  const database = await createTestDatabase(t);
+  return { name: 'postgres', env: { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: newKeyPrefix(t) } };
 }
 
 /** SIGTERM, then the exit status within boundMs (failing past it). */
@@ -181,19 +169,22 @@ function ancestry(spans: ReceivedSpan[], span: ReceivedSpan): string[] {
  * One listPets with a traceparent through a server process sending to a receiver; after SIGTERM
  * (which flushes the queue), the request's spans, checked for what every engine shares.
  */
-async function traceOneRequest(deployment: Deployment, extraEnv: EnvOverrides = {}) {
+async function traceOneRequest(t: TestContext, deployment: Deployment, extraEnv: EnvOverrides = {}) {
   const receiver = await startReceiver();
   try {
     const key = await unlimitedKey(deployment.env);
     const metricsPort = await freePort();
-    const server = await startServerProcess({
-      ...deployment.env,
-      ...extraEnv,
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      METRICS_PORT: String(metricsPort),
-      // Every request looks its key up in storage, so the traced one has that span too.
-      KEY_CACHE_TTL_MS: '0',
-    });
+    const server = await startServerProcess(
+      {
+        ...deployment.env,
+        ...extraEnv,
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        METRICS_PORT: String(metricsPort),
+        // Every request looks its key up in storage, so the traced one has that span too.
+        KEY_CACHE_TTL_MS: '0',
+      },
+      { owner: t },
+    );
     let metrics: string;
     try {
       const created = await fetch(`${server.url}/v1/pets`, {
@@ -249,95 +240,84 @@ async function traceOneRequest(deployment: Deployment, extraEnv: EnvOverrides = 
   }
 }
 
-test("a traceparent is continued on SQLite: the request's span, its SQLite calls within it, the trace id in its log lines", async () => {
-  const deployment = sqliteDeployment();
-  try {
-    const { spans, within, described } = await traceOneRequest(deployment);
-    for (const method of ['findKeyByHash', 'listPetsJson']) {
-      const span = spans.find((s) => s.name === `sqlite ${method}`);
-      assert.ok(span && within(span), `a span for the SQLite call ${method} within the request:\n${described}`);
-      assert.equal(span.kind, 3, 'a client span');
-      assert.equal(span.attributes['db.system'], 'sqlite');
-      assert.equal(span.attributes['db.operation.name'], method);
-    }
-    assert.ok(
-      spans.every((s) => s.service === 'petstore'),
-      'service.name defaults to petstore',
-    );
-  } finally {
-    await deployment.cleanup();
+test("a traceparent is continued on SQLite: the request's span, its SQLite calls within it, the trace id in its log lines", async (t) => {
+  const { spans, within, described } = await traceOneRequest(t, sqliteDeployment(t));
+  for (const method of ['findKeyByHash', 'listPetsJson']) {
+    const span = spans.find((s) => s.name === `sqlite ${method}`);
+    assert.ok(span && within(span), `a span for the SQLite call ${method} within the request:\n${described}`);
+    assert.equal(span.kind, 3, 'a client span');
+    assert.equal(span.attributes['db.system'], 'sqlite');
+    assert.equal(span.attributes['db.operation.name'], method);
   }
+  assert.ok(
+    spans.every((s) => s.service === 'petstore'),
+    'service.name defaults to petstore',
+  );
 });
 
 test('on PostgreSQL and Redis, the queries and the limiter’s commands are spans within the request', async (t) => {
   if (!requirePostgres(t, 'tracing of PostgreSQL and Redis', true)) return;
-  const deployment = await postgresDeployment();
-  try {
-    const { spans, within, described } = await traceOneRequest(deployment, { OTEL_SERVICE_NAME: 'petstore-traced' });
-    const queries = spans.filter((s) => s.scope === '@opentelemetry/instrumentation-pg' && s.name.startsWith('pg.query') && within(s));
-    for (const name of ['pg.query:key-by-hash', 'pg.query:list-json-all']) {
-      assert.ok(
-        queries.some((q) => q.name.startsWith(name)),
-        `${name} within the request:\n${described}`,
-      );
-    }
-    for (const query of queries) assert.equal(query.kind, 3);
-    const commands = spans.filter((s) => s.scope === '@opentelemetry/instrumentation-ioredis' && within(s));
-    assert.ok(commands.length >= 1, `the limiter's Redis command:\n${described}`);
-    // Commands are recorded by name only: their arguments name keys and client addresses.
-    for (const command of commands)
-      assert.match(String(command.attributes['db.query.text'] ?? command.attributes['db.statement']), /^[a-z]+$/);
+  const { spans, within, described } = await traceOneRequest(t, await postgresDeployment(t), { OTEL_SERVICE_NAME: 'petstore-traced' });
+  const queries = spans.filter((s) => s.scope === '@opentelemetry/instrumentation-pg' && s.name.startsWith('pg.query') && within(s));
+  for (const name of ['pg.query:key-by-hash', 'pg.query:list-json-all']) {
     assert.ok(
-      spans.every((s) => s.service === 'petstore-traced'),
-      'OTEL_SERVICE_NAME names the service',
+      queries.some((q) => q.name.startsWith(name)),
+      `${name} within the request:\n${described}`,
     );
-    assert.ok(!spans.some((s) => s.name.startsWith('sqlite ')));
-  } finally {
-    await deployment.cleanup();
   }
+  for (const query of queries) assert.equal(query.kind, 3);
+  const commands = spans.filter((s) => s.scope === '@opentelemetry/instrumentation-ioredis' && within(s));
+  assert.ok(commands.length >= 1, `the limiter's Redis command:\n${described}`);
+  // Commands are recorded by name only: their arguments name keys and client addresses.
+  for (const command of commands)
+    assert.match(String(command.attributes['db.query.text'] ?? command.attributes['db.statement']), /^[a-z]+$/);
+  assert.ok(
+    spans.every((s) => s.service === 'petstore-traced'),
+    'OTEL_SERVICE_NAME names the service',
+  );
+  assert.ok(!spans.some((s) => s.name.startsWith('sqlite ')));
 });
 
-test('a collector that refuses connections or never answers fails no request, and the shutdown stays within its bound', async () => {
+test('a collector that refuses connections or never answers fails no request, and the shutdown stays within its bound', async (t) => {
   const silent = await startSilentCollector();
-  try {
-    for (const endpoint of [`http://127.0.0.1:${await freePort()}`, silent.url]) {
-      const deployment = sqliteDeployment();
-      const key = await unlimitedKey(deployment.env);
-      const server = await startServerProcess({
+  atEnd(t, () => silent.close());
+  for (const endpoint of [`http://127.0.0.1:${await freePort()}`, silent.url]) {
+    const deployment = sqliteDeployment(t);
+    const key = await unlimitedKey(deployment.env);
+    const server = await startServerProcess(
+      {
         ...deployment.env,
         OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
         SHUTDOWN_DRAIN_MS: '0',
         SHUTDOWN_TIMEOUT_MS: '3000',
         // Key lookups in every request: more spans, so exports start while requests still arrive.
         KEY_CACHE_TTL_MS: '0',
-      });
-      try {
-        // Enough spans (a batch is 512) that exports start while requests are still arriving.
-        const exportsBefore = silent.received();
-        const slowest = { ms: 0 };
-        const worker = async () => {
-          for (let i = 0; i < 40; i++) {
-            const started = performance.now();
-            const res = await fetch(`${server.url}/v1/pets?limit=20`, { headers: { authorization: `Bearer ${key}` } });
-            assert.equal(res.status, 200);
-            await res.arrayBuffer();
-            slowest.ms = Math.max(slowest.ms, performance.now() - started);
-          }
-        };
-        await Promise.all(Array.from({ length: 10 }, worker));
-        // Generous for a busy machine; an answer waiting on the exporter would take its timeout (10 s).
-        assert.ok(slowest.ms < 2000, `the slowest of 400 answers took ${slowest.ms} ms`);
-        if (endpoint === silent.url)
-          assert.ok(silent.received() > exportsBefore, 'exports were sent, and left unanswered, during the requests');
-      } finally {
-        const started = Date.now();
-        assert.equal(await stop(server, 6000), 0, server.output());
-        assert.ok(Date.now() - started < 3500, `exited ${Date.now() - started} ms after SIGTERM, with SHUTDOWN_TIMEOUT_MS 3000`);
-        await deployment.cleanup();
-      }
+      },
+      { owner: t },
+    );
+    try {
+      // Enough spans (a batch is 512) that exports start while requests are still arriving.
+      const exportsBefore = silent.received();
+      const slowest = { ms: 0 };
+      const worker = async () => {
+        for (let i = 0; i < 40; i++) {
+          const started = performance.now();
+          const res = await fetch(`${server.url}/v1/pets?limit=20`, { headers: { authorization: `Bearer ${key}` } });
+          assert.equal(res.status, 200);
+          await res.arrayBuffer();
+          slowest.ms = Math.max(slowest.ms, performance.now() - started);
+        }
+      };
+      await Promise.all(Array.from({ length: 10 }, worker));
+      // Generous for a busy machine; an answer waiting on the exporter would take its timeout (10 s).
+      assert.ok(slowest.ms < 2000, `the slowest of 400 answers took ${slowest.ms} ms`);
+      if (endpoint === silent.url)
+        assert.ok(silent.received() > exportsBefore, 'exports were sent, and left unanswered, during the requests');
+    } finally {
+      const started = Date.now();
+      assert.equal(await stop(server, 6000), 0, server.output());
+      assert.ok(Date.now() - started < 3500, `exited ${Date.now() - started} ms after SIGTERM, with SHUTDOWN_TIMEOUT_MS 3000`);
     }
-  } finally {
-    silent.close();
   }
 });
 
@@ -380,7 +360,7 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT unset no OpenTelemetry module is loaded; 
   const env: EnvOverrides = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, NODE_OPTIONS: `--import=${watch}` };
   const loaded = (output: string) => output.split('\n').filter((l) => l.startsWith('tracing module loaded: '));
   const receiver = await startReceiver();
-  t.after(() => receiver.close());
+  atEnd(t, () => receiver.close());
 
   // keys create, even with the variable set.
   const created = await runCli(['keys', 'create', '--plan', 'free'], { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url });
@@ -389,7 +369,7 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT unset no OpenTelemetry module is loaded; 
   const key = await keysCreate(env, '--plan', 'free');
 
   for (const tracing of [false, true]) {
-    const server = await startServerProcess(tracing ? { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } : env);
+    const server = await startServerProcess(tracing ? { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } : env, { owner: t });
     try {
       const res = await fetch(`${server.url}/v1/pets`, {
         headers: { authorization: `Bearer ${key}`, traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` },
@@ -410,12 +390,12 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT unset no OpenTelemetry module is loaded; 
   }
 });
 
-test('default process metrics are served by each app of one process, and closing the apps leaves nothing running', async () => {
+test('default process metrics are served by each app of one process, and closing the apps leaves nothing running', async (t) => {
   const token = 'metrics-token-0123456789';
   const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
   const before = timers();
-  const first = await startTestServer({ metricsToken: token });
-  const second = await startTestServer({ metricsToken: token });
+  const first = await startTestServer({ metricsToken: token }, { owner: t });
+  const second = await startTestServer({ metricsToken: token }, { owner: t });
   try {
     for (const server of [first, second]) {
       const text = (await call(server, 'GET', '/metrics', { key: token })).text;

@@ -18,9 +18,9 @@ import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import { keysCreate, startServerProcess, type EnvOverrides, type ServerProcess } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 
 const PER_MINUTE = 30;
 /** A 30-a-minute key whose day never runs out here: 25 workers spend each minute within a second. */
@@ -54,12 +54,6 @@ async function getPets(servers: readonly ServerProcess[], server: number, key: s
 /** Sleeps, waking early (without error) when signal aborts. */
 async function nap(ms: number, signal: AbortSignal): Promise<void> {
   await sleep(ms, undefined, { signal }).catch(() => undefined);
-}
-
-/** Stops the servers and waits for them to exit: their Redis keys are deleted only after their last hand-backs. */
-async function stopAll(servers: readonly ServerProcess[]): Promise<void> {
-  for (const s of servers) s.child.kill('SIGTERM');
-  await Promise.all(servers.map((s) => s.exited));
 }
 
 /** Admitted answers per X-RateLimit-Reset. */
@@ -142,30 +136,18 @@ async function redisNow(redis: Redis): Promise<number> {
 
 describe('rate limits where timing is unkind (real processes, real minute windows)', { concurrency: true }, () => {
   test('workers that wait out each Retry-After are never banned across three windows: one SQLite instance', async (t) => {
-    const dir = tempDir(t);
-    const env: EnvOverrides = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, LOG_LEVEL: 'warn' };
-    const servers = [await startServerProcess(env)];
-    try {
-      await honestWorkers(t, servers, await keysCreate(env, ...KEY_ARGS));
-    } finally {
-      await stopAll(servers);
-    }
+    const env: EnvOverrides = { DATABASE_URL: `sqlite:${join(tempDir(t), 'petstore.db')}`, LOG_LEVEL: 'warn' };
+    const servers = [await startServerProcess(env, { owner: t })];
+    await honestWorkers(t, servers, await keysCreate(env, ...KEY_ARGS));
   });
 
   test('workers that wait out each Retry-After are never banned across three windows: two instances on PostgreSQL + Redis', async (t) => {
     if (!requirePostgres(t, 'honest workers on two instances', true)) return;
-    const database = await createTestDatabase();
-    const keyPrefix = newKeyPrefix();
-    const env: EnvOverrides = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix, LOG_LEVEL: 'warn' };
-    const servers: ServerProcess[] = [];
-    try {
-      servers.push(...(await Promise.all([startServerProcess(env), startServerProcess(env)])));
-      await honestWorkers(t, servers, await keysCreate(env, ...KEY_ARGS));
-    } finally {
-      await stopAll(servers);
-      await deleteRedisKeys(keyPrefix);
-      await database.drop();
-    }
+    // Undone in reverse: the servers (their last hand-backs landed), the Redis keys, the database.
+    const database = await createTestDatabase(t);
+    const env: EnvOverrides = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: newKeyPrefix(t), LOG_LEVEL: 'warn' };
+    const servers = await Promise.all([startServerProcess(env, { owner: t }), startServerProcess(env, { owner: t })]);
+    await honestWorkers(t, servers, await keysCreate(env, ...KEY_ARGS));
   });
 
   test("an instance whose clock is 10 s behind keeps Redis's minute windows: never more than the limit in one", async (t) => {
@@ -174,90 +156,79 @@ describe('rate limits where timing is unkind (real processes, real minute window
     // Only this process's Date.now moves; the marker line shows the file was loaded.
     const behind = join(dir, 'clock-behind.mjs');
     writeFileSync(behind, "const real = Date.now;\nDate.now = () => real() - 10_000;\nprocess.stderr.write('clock 10 s behind\\n');\n");
-    const database = await createTestDatabase();
-    const keyPrefix = newKeyPrefix();
+    const database = await createTestDatabase(t);
     // Clients that keep sending while refused are what this needs; a ban would end the test early.
     const env: EnvOverrides = {
       DATABASE_URL: database.url,
       REDIS_URL: REDIS_URL!,
-      REDIS_KEY_PREFIX: keyPrefix,
+      REDIS_KEY_PREFIX: newKeyPrefix(t),
       LOG_LEVEL: 'warn',
       BAN_THRESHOLD: '1000000',
     };
     const redis = new Redis(REDIS_URL!);
-    const servers: ServerProcess[] = [];
-    try {
-      servers.push(
-        ...(await Promise.all([
-          startServerProcess(env),
-          startServerProcess({ ...env, NODE_OPTIONS: `--import=${pathToFileURL(behind).href}` }),
-        ])),
-      );
-      assert.match(servers[1]!.stderr(), /clock 10 s behind/);
-      assert.doesNotMatch(servers[0]!.stderr(), /clock 10 s behind/);
-      const key = await keysCreate(env, ...KEY_ARGS);
+    atEnd(t, () => redis.disconnect());
+    const servers = await Promise.all([
+      startServerProcess(env, { owner: t }),
+      startServerProcess({ ...env, NODE_OPTIONS: `--import=${pathToFileURL(behind).href}` }, { owner: t }),
+    ]);
+    assert.match(servers[1]!.stderr(), /clock 10 s behind/);
+    assert.doesNotMatch(servers[0]!.stderr(), /clock 10 s behind/);
+    const key = await keysCreate(env, ...KEY_ARGS);
 
-      // A client uses the key once early in a minute (by Redis's clock), through the instance whose
-      // clock is right: a counter kept for a fixed time from its first use would then be gone a few
-      // seconds into the next minute, while the instance behind still counts in the old one. From
-      // second 50 to second 12 of the next minute the workers keep sending: the instance behind
-      // thinks the old minute lasts until second 10 of the new one.
-      let now = await redisNow(redis);
-      const minute = now - (now % 60_000) + (now % 60_000 < 3000 ? 0 : 60_000);
-      while ((now = await redisNow(redis)) < minute + 500) await sleep(Math.min(500, minute + 500 - now));
-      const boundary = minute + 60_000;
-      const early = await getPets(servers, 0, key);
-      assert.equal(early.status, 200);
-      assert.equal(early.reset, boundary / 1000);
-      const from = minute + 50_000;
-      const until = boundary + 12_000;
-      while ((now = await redisNow(redis)) < from) await sleep(Math.min(500, from - now));
+    // A client uses the key once early in a minute (by Redis's clock), through the instance whose
+    // clock is right: a counter kept for a fixed time from its first use would then be gone a few
+    // seconds into the next minute, while the instance behind still counts in the old one. From
+    // second 50 to second 12 of the next minute the workers keep sending: the instance behind
+    // thinks the old minute lasts until second 10 of the new one.
+    let now = await redisNow(redis);
+    const minute = now - (now % 60_000) + (now % 60_000 < 3000 ? 0 : 60_000);
+    while ((now = await redisNow(redis)) < minute + 500) await sleep(Math.min(500, minute + 500 - now));
+    const boundary = minute + 60_000;
+    const early = await getPets(servers, 0, key);
+    assert.equal(early.status, 200);
+    assert.equal(early.reset, boundary / 1000);
+    const from = minute + 50_000;
+    const until = boundary + 12_000;
+    while ((now = await redisNow(redis)) < from) await sleep(Math.min(500, from - now));
 
-      const stop = new AbortController();
-      const watch = (async () => {
-        while ((await redisNow(redis)) < until) await sleep(100);
-        stop.abort();
-      })();
-      const answers: Answer[] = [early];
-      const failures: string[] = [];
-      // Each worker alternates A, B, A, ...: the first requests reach the instance whose clock is right.
-      const worker = async (w: number) => {
-        for (let n = 0; !stop.signal.aborted; n++) {
-          let a: Answer;
-          try {
-            a = await getPets(servers, n % 2, key);
-          } catch (err) {
-            failures.push(`worker ${w}: ${String(err)}`);
-            return stop.abort();
-          }
-          answers.push(a);
-          if (a.status === 429 && a.code === 'rate_limited') await nap(200, stop.signal);
-          else if (a.status !== 200) return stop.abort();
+    const stop = new AbortController();
+    const watch = (async () => {
+      while ((await redisNow(redis)) < until) await sleep(100);
+      stop.abort();
+    })();
+    const answers: Answer[] = [early];
+    const failures: string[] = [];
+    // Each worker alternates A, B, A, ...: the first requests reach the instance whose clock is right.
+    const worker = async (w: number) => {
+      for (let n = 0; !stop.signal.aborted; n++) {
+        let a: Answer;
+        try {
+          a = await getPets(servers, n % 2, key);
+        } catch (err) {
+          failures.push(`worker ${w}: ${String(err)}`);
+          return stop.abort();
         }
-      };
-      await Promise.all([0, 1, 2, 3].map(worker));
-      await watch;
+        answers.push(a);
+        if (a.status === 429 && a.code === 'rate_limited') await nap(200, stop.signal);
+        else if (a.status !== 200) return stop.abort();
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map(worker));
+    await watch;
 
-      assert.deepEqual(failures, []);
-      const unexpected = answers.filter((a) => a.status !== 200 && !(a.status === 429 && a.code === 'rate_limited'));
-      assert.deepEqual(unexpected, [], 'only 200 and 429 rate_limited');
-      const admitted = answers.filter((a) => a.status === 200);
-      const windows = (server: number) =>
-        [...new Set(admitted.filter((a) => a.server === server).map((a) => a.reset))].sort((x, y) => x - y);
-      const perWindow = Object.fromEntries(admittedPerWindow(answers));
-      const seen = `admitted per window: ${JSON.stringify(perWindow)}; A's windows ${windows(0)}, B's ${windows(1)}`;
-      t.diagnostic(`${answers.length} answers; ${seen}`);
-      // Resets are Redis's whole minutes: the minute the run began in and the next, on both instances.
-      for (const a of admitted) assert.equal(a.reset % 60, 0, seen);
-      for (const n of Object.values(perWindow)) assert.ok(n <= PER_MINUTE, seen);
-      assert.ok(admitted.length <= 2 * PER_MINUTE, seen);
-      assert.deepEqual(windows(0), [boundary / 1000, boundary / 1000 + 60], seen);
-      assert.deepEqual(windows(1), windows(0), seen);
-    } finally {
-      await stopAll(servers);
-      redis.disconnect();
-      await deleteRedisKeys(keyPrefix);
-      await database.drop();
-    }
+    assert.deepEqual(failures, []);
+    const unexpected = answers.filter((a) => a.status !== 200 && !(a.status === 429 && a.code === 'rate_limited'));
+    assert.deepEqual(unexpected, [], 'only 200 and 429 rate_limited');
+    const admitted = answers.filter((a) => a.status === 200);
+    const windows = (server: number) => [...new Set(admitted.filter((a) => a.server === server).map((a) => a.reset))].sort((x, y) => x - y);
+    const perWindow = Object.fromEntries(admittedPerWindow(answers));
+    const seen = `admitted per window: ${JSON.stringify(perWindow)}; A's windows ${windows(0)}, B's ${windows(1)}`;
+    t.diagnostic(`${answers.length} answers; ${seen}`);
+    // Resets are Redis's whole minutes: the minute the run began in and the next, on both instances.
+    for (const a of admitted) assert.equal(a.reset % 60, 0, seen);
+    for (const n of Object.values(perWindow)) assert.ok(n <= PER_MINUTE, seen);
+    assert.ok(admitted.length <= 2 * PER_MINUTE, seen);
+    assert.deepEqual(windows(0), [boundary / 1000, boundary / 1000 + 60], seen);
+    assert.deepEqual(windows(1), windows(0), seen);
   });
 });

@@ -5,14 +5,13 @@
  * memory meanwhile and returning to the cluster by itself.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { createTestDatabase, newKeyPrefix } from '../support/engines.ts';
 import { freePort, keysCreateJson, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { startCluster, type RedisCluster } from '../support/redis-servers.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 const MINUTE_MS = 60_000;
@@ -31,32 +30,27 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
   /** The minute counter of a key, as the limiter names it: the key's subject is the hash tag. */
   const slotOf = async (id: string) => Number(await client.cluster('KEYSLOT', `{key:${id}}`));
   const minuteCounter = (id: string) => `${prefix}:{key:${id}}:minute`;
-  let dir: string | undefined;
+  // Undone in reverse: the servers, the client, the cluster, the database, then the folder.
+  const suite = suiteOwner();
 
   before(async () => {
-    dir = tempDir();
+    const dir = tempDir(suite);
     cluster = await startCluster(dir);
+    atEnd(suite, () => cluster.stop());
     client = new Cluster(cluster.seeds.map((url) => ({ host: '127.0.0.1', port: Number(new URL(url).port) })));
-    database = await createTestDatabase();
-    prefix = newKeyPrefix();
+    atEnd(suite, () => client.disconnect());
+    database = await createTestDatabase(suite);
+    prefix = newKeyPrefix(); // in the test's own cluster, which goes with its keys
     env = { DATABASE_URL: database.url, REDIS_CLUSTER_NODES: cluster.seeds.join(','), REDIS_KEY_PREFIX: prefix, LOG_LEVEL: 'info' };
     // All three start at once, as a deployment's instances do.
     const started = await Promise.all(
       [0, 1, 2].map(async () => {
         const port = await freePort();
-        return { server: await startServerProcess({ ...env, METRICS_PORT: String(port) }), metrics: `http://127.0.0.1:${port}/metrics` };
+        const server = await startServerProcess({ ...env, METRICS_PORT: String(port) }, { owner: suite });
+        return { server, metrics: `http://127.0.0.1:${port}/metrics` };
       }),
     );
     servers.push(...started);
-  });
-
-  after(async () => {
-    for (const { server } of servers) server.child.kill('SIGTERM');
-    await Promise.all(servers.map(({ server }) => server.exited));
-    client?.disconnect();
-    await cluster?.stop();
-    await database?.drop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test('a Free key sending round-robin gets exactly 60 admitted in one minute, counted in one slot of the cluster', async () => {

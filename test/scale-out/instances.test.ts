@@ -3,10 +3,11 @@
  * limit per key, shared pets and cursors, bans and revocations seen everywhere.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
 import { keysCreateJson, lastLine, runCli, startServerProcess, type ServerProcess } from '../support/processes.ts';
+import { suiteOwner } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 type Answer = { status: number; code: string | undefined; headers: Headers; body: any };
@@ -21,23 +22,18 @@ describe('three instances on one PostgreSQL and one Redis', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let env: Record<string, string>;
   let servers: ServerProcess[];
-  const keyPrefix = newKeyPrefix();
+  // Undone in reverse: the servers, then (their last hand-backs of unspent quota landed) the Redis
+  // keys, then the database.
+  const suite = suiteOwner();
 
   const createKey = (...args: string[]) => keysCreateJson(env, ...args);
 
   before(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase(suite);
+    const keyPrefix = newKeyPrefix(suite);
     env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix, LOG_LEVEL: 'warn' };
     // All three start at once: their migrations race for the advisory lock.
-    servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env)));
-  });
-
-  after(async () => {
-    for (const s of servers ?? []) s.child.kill('SIGTERM');
-    await Promise.all((servers ?? []).map((s) => s.exited));
-    // After the servers have exited: their last hand-backs of unspent quota land before this.
-    await deleteRedisKeys(keyPrefix);
-    await database?.drop();
+    servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env, { owner: suite })));
   });
 
   test('a Free key sending round-robin gets exactly 60 admitted in one minute window, in total', async () => {

@@ -7,12 +7,13 @@
  * seconds of the database's return.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
 import { freePort, keysCreate, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
+import { atEnd, suiteOwner } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 async function timed(server: ServerProcess, path: string, init: RequestInit = {}) {
@@ -39,7 +40,8 @@ describe('outages', () => {
   let metricsUrl: string;
   const scrape = async () => (await fetch(metricsUrl, { signal: AbortSignal.timeout(15_000) })).text();
   const auth = () => ({ authorization: `Bearer ${key}` });
-  const keyPrefix = newKeyPrefix();
+  // Undone in reverse: the direct client, the server, the proxies, the Redis keys, the database.
+  const suite = suiteOwner();
   /** Straight to PostgreSQL, not through the proxy: to hold a lock on pets and look at what waits. */
   let direct: pg.Client;
   const createPet = (name: string, idempotencyKey?: string) =>
@@ -92,11 +94,14 @@ describe('outages', () => {
   };
 
   before(async () => {
-    database = await createTestDatabase();
+    database = await createTestDatabase(suite);
+    const keyPrefix = newKeyPrefix(suite);
     const pgUrl = new URL(database.url);
     const redisUrl = new URL(REDIS_URL!);
     pgProxy = await TcpProxy.start(pgUrl.hostname, Number(pgUrl.port || 5432));
+    atEnd(suite, () => pgProxy.close());
     redisProxy = await TcpProxy.start(redisUrl.hostname, Number(redisUrl.port || 6379));
+    atEnd(suite, () => redisProxy.close());
     const env = {
       DATABASE_URL: viaProxy(database.url, pgProxy.port),
       REDIS_URL: viaProxy(REDIS_URL!, redisProxy.port),
@@ -107,19 +112,10 @@ describe('outages', () => {
     };
     metricsUrl = `http://127.0.0.1:${env.METRICS_PORT}/metrics`;
     key = await keysCreate(env, '--plan', 'enterprise', '--rpm', '100000', '--rpd', '1000000');
-    server = await startServerProcess(env);
+    server = await startServerProcess(env, { owner: suite });
     direct = new pg.Client({ connectionString: database.url });
+    atEnd(suite, () => direct.end());
     await direct.connect();
-  });
-
-  after(async () => {
-    server?.child.kill('SIGTERM');
-    await server?.exited;
-    await direct?.end();
-    await pgProxy?.close();
-    await redisProxy?.close();
-    await deleteRedisKeys(keyPrefix);
-    await database?.drop();
   });
 
   test('PostgreSQL cut off: 503 unavailable with Retry-After within 5 s, /readyz 503, /healthz 200; then recovery', async () => {

@@ -4,12 +4,13 @@
  * is decided one request at a time; unspent blocks are handed back.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { MINUTE_MS, DAY_MS } from '../../src/domain/durations.ts';
 import type { RateLimiter, WindowLimit } from '../../src/limits/limiter.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
+import { atEnd, suiteOwner } from '../support/temp.ts';
 
 const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
@@ -29,21 +30,13 @@ function consumeAt(limiter: RateLimiter, subject: string, limits: readonly Windo
 }
 
 describe('pre-admission of busy keys', () => {
+  // Undone in reverse: each limiter closed and its keys deleted, then this connection.
+  const suite = suiteOwner();
   const redis = new Redis(REDIS_URL!);
-  const cleanups: (() => Promise<void>)[] = [];
-  after(async () => {
-    for (const cleanup of cleanups) await cleanup();
-    redis.disconnect();
-  });
+  atEnd(suite, () => redis.disconnect());
 
-  const limiterWith = async (keyPrefix: string, maxBlock?: number, metrics = createMetrics()) => {
-    const limiter = await createTestRedisLimiter({ keyPrefix, maxBlock, metrics, clock });
-    cleanups.push(async () => {
-      await limiter.close();
-      await limiter.cleanup();
-    });
-    return limiter;
-  };
+  const limiterWith = (keyPrefix: string, maxBlock?: number, metrics = createMetrics()) =>
+    createTestRedisLimiter({ keyPrefix, maxBlock, metrics, clock, owner: suite });
   const minuteCount = async (prefix: string, subject: string) => Number((await redis.hget(`${prefix}:{${subject}}:minute`, 'c')) ?? 0);
 
   test('a busy key costs one Redis call per block, its Remaining still falls by one per request, and close hands back the rest', async () => {

@@ -5,8 +5,7 @@
  * one day whatever the real time.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
@@ -17,7 +16,7 @@ import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix } from '../support/engines.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
@@ -32,30 +31,24 @@ const degraded = async (metrics: Metrics) =>
   (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
 
 describe('the Redis limiter when Redis is slow or restarts empty', () => {
-  const dir = tempDir();
+  // Undone in reverse: the limiters, the admin connection, Redis, then its folder.
+  const suite = suiteOwner();
+  const dir = tempDir(suite);
   const REDIS_LINES = ['enable-debug-command yes'];
   let redis: RedisProcess;
   let admin: Redis;
-  const opened: RedisRateLimiter[] = [];
 
   before(async () => {
     redis = await startRedis(dir, 'faults', REDIS_LINES);
+    atEnd(suite, () => redis.kill()); // the one running then: a test restarts it
     admin = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
     admin.on('error', () => undefined); // it reconnects by itself after the restart
-  });
-  after(async () => {
-    for (const limiter of opened) await limiter.close();
-    admin.disconnect();
-    await redis.kill();
-    rmSync(dir, { recursive: true, force: true });
+    atEnd(suite, () => admin.disconnect());
   });
 
-  /** A limiter on the test's Redis, as an instance of the service has one. */
-  const limiter = async (metrics = createMetrics(), keyPrefix = newKeyPrefix()) => {
-    const opening = await createTestRedisLimiter({ url: `redis://127.0.0.1:${redis.port}`, keyPrefix, clock, metrics });
-    opened.push(opening);
-    return opening;
-  };
+  /** A limiter on the test's Redis (which goes with its keys), as an instance of the service has one, closed with the suite. */
+  const limiter = (metrics = createMetrics(), keyPrefix = newKeyPrefix(), url = `redis://127.0.0.1:${redis.port}`) =>
+    createTestRedisLimiter({ url, keyPrefix, clock, metrics, owner: suite });
   /** n decisions in a row; how many were admitted. */
   const admitted = async (l: RedisRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
     let yes = 0;
@@ -74,8 +67,8 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       clock,
       metrics,
       log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+      owner: suite,
     });
-    opened.push(l);
     assert.equal(await degraded(metrics), 0, 'shared from the start');
     const limits = limitsOf(60, 1_000);
     assert.equal(await admitted(l, 'key:slow', limits, 70), 60);
@@ -148,29 +141,21 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
   });
 
-  test('one instance cut off from Redis while another counts on: what it admitted alone is added to what Redis counted meanwhile', async () => {
+  test('one instance cut off from Redis while another counts on: what it admitted alone is added to what Redis counted meanwhile', async (t) => {
     const metricsA = createMetrics();
     const prefix = newKeyPrefix();
     const proxy = await TcpProxy.start('127.0.0.1', redis.port);
-    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics: metricsA });
-    opened.push(a);
+    t.after(() => proxy.close());
+    const a = await limiter(metricsA, prefix, `redis://127.0.0.1:${proxy.port}`);
     const b = await limiter(createMetrics(), prefix);
     const limits = limitsOf(60, 1_000);
-    try {
-      assert.equal(await admitted(a, 'key:split', limits, 10), 10);
-      proxy.cut();
-      assert.equal(await admitted(a, 'key:split', limits, 5), 5, 'a, alone, admits from the 10 it saw');
-      assert.equal(await admitted(b, 'key:split', limits, 20), 20, 'b counts on in Redis');
-      proxy.heal();
-      await eventually(async () => (await degraded(metricsA)) === 0, 10_000, 100);
-      assert.equal(
-        Number(await admin.hget(`${prefix}:{key:split}:minute`, 'c')),
-        35,
-        '10 + 20 counted in Redis, and the 5 a admitted alone',
-      );
-    } finally {
-      await proxy.close();
-    }
+    assert.equal(await admitted(a, 'key:split', limits, 10), 10);
+    proxy.cut();
+    assert.equal(await admitted(a, 'key:split', limits, 5), 5, 'a, alone, admits from the 10 it saw');
+    assert.equal(await admitted(b, 'key:split', limits, 20), 20, 'b counts on in Redis');
+    proxy.heal();
+    await eventually(async () => (await degraded(metricsA)) === 0, 10_000, 100);
+    assert.equal(Number(await admin.hget(`${prefix}:{key:split}:minute`, 'c')), 35, '10 + 20 counted in Redis, and the 5 a admitted alone');
   });
 
   test('a minute that turns while an instance is cut off loses nothing of the day it admitted meanwhile', async (t) => {
@@ -181,8 +166,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const saved = clock.ms;
     t.after(() => (clock.ms = saved));
     clock.ms = Date.UTC(2030, 0, 15, 10, 40, 50);
-    const a = await createTestRedisLimiter({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, clock, metrics });
-    opened.push(a);
+    const a = await limiter(metrics, prefix, `redis://127.0.0.1:${proxy.port}`);
     const limits = limitsOf(100, 1_000);
     assert.equal(await admitted(a, 'key:turn', limits, 10), 10);
     proxy.cut();
@@ -216,7 +200,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       log: createLogger('silent'),
       metrics: createMetrics(),
     });
-    opened.push(l);
+    atEnd(suite, () => l.close());
     await l.ready();
     const redisNow = async () => {
       const [seconds, micros] = (await admin.call('TIME')) as [string, string];

@@ -9,16 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { readFileSync, rmSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { readFileSync } from 'node:fs';
+import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config.ts';
-import { createTestDatabase, deleteRedisKeys, newKeyPrefix, POSTGRES_URL, REDIS_URL, requirePostgres } from '../support/engines.ts';
+import { createTestDatabase, newKeyPrefix, POSTGRES_URL, REDIS_URL, requirePostgres } from '../support/engines.ts';
 import { NGINX, SHIPPED_NGINX_CONF, startNginx, type RunningNginx } from '../support/nginx.ts';
 import { CLI, exitWithin, freePort, startServerCommand, unlimitedKey, type ServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 
 const CLIENTS = 16;
 const INSTANCES = 3;
@@ -93,24 +93,26 @@ async function storedPets(url: string, key: string): Promise<Map<number, Pet>> {
 }
 
 describe('a rolling restart of three instances behind deploy/nginx.conf', { skip: NGINX ? false : 'nginx is not installed' }, () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
-  const keyPrefix = newKeyPrefix();
+  // Undone in reverse: nginx and the instances (the last started first), the Redis keys, the
+  // database, then nginx's folder.
+  const suite = suiteOwner();
+  const keyPrefix = newKeyPrefix(suite);
   let env: Record<string, string>;
   let ports: number[];
   const instances: ServerProcess[] = [];
   let nginx: RunningNginx | undefined;
-  let dir: string;
 
   /** `petstore serve` on the given port, once /readyz answers 200 (asked on connections that are not kept). */
   const startInstance = (port: number) =>
     startServerCommand(process.execPath, [CLI, 'serve'], { ...env, HOST: '127.0.0.1', PORT: String(port) }, `http://127.0.0.1:${port}`, {
       isReady: async (url) => (await request(`${url}/readyz`)).status === 200,
+      owner: suite,
     });
 
   before(async () => {
     if (!POSTGRES_URL || !REDIS_URL) return;
-    dir = tempDir();
-    database = await createTestDatabase();
+    const dir = tempDir(suite);
+    const database = await createTestDatabase(suite);
     env = {
       DATABASE_URL: database.url,
       REDIS_URL: REDIS_URL!,
@@ -122,15 +124,7 @@ describe('a rolling restart of three instances behind deploy/nginx.conf', { skip
     ports = await Promise.all(Array.from({ length: INSTANCES }, () => freePort()));
     instances.push(...(await Promise.all(ports.map(startInstance))));
     nginx = await startNginx(dir, ports);
-  });
-
-  after(async () => {
-    await nginx?.stop();
-    for (const instance of instances) if (instance.child.exitCode === null) instance.child.kill('SIGTERM');
-    await Promise.all(instances.map((instance) => exitWithin(instance, 15_000)));
-    await deleteRedisKeys(keyPrefix);
-    await database?.drop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    atEnd(suite, () => nginx?.stop());
   });
 
   test('under 16 clients, each instance restarted in turn with SIGTERM: no 5xx, exit 0, every 201 stored', async (t) => {

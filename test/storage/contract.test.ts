@@ -7,9 +7,8 @@
  * for SQLite) go in its `extra` function.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import type { Environment } from '../../src/domain/api-key.ts';
 import { INT64_MAX } from '../../src/domain/int64.ts';
@@ -22,7 +21,7 @@ import type { ListPetsQuery, NewApiKey, Store } from '../../src/storage/store.ts
 import pg from 'pg';
 import { LATEST_POSTGRES_VERSION } from '../../src/storage/postgres/migrations.ts';
 import { createTestDatabase, openTestPostgresStore, POSTGRES_URL } from '../support/engines.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir, type Owner } from '../support/temp.ts';
 
 export interface MigrationRow {
   version: number;
@@ -42,34 +41,33 @@ export interface Harness {
   migrationRows(): Promise<MigrationRow[]>;
   /** Moves the pets' id sequence behind the store, through a connection of its own: the next pet created gets `id`. */
   setNextPetId(id: bigint): Promise<void>;
-  /** Closes the current store (if still open) and removes the database. */
-  cleanup(): Promise<void>;
 }
+
+/** Opens a fresh database whose store is closed, and the database removed, when the owner (a test) ends. */
+export type Open = (owner: Owner) => Promise<Harness>;
 
 export interface Engine {
   name: Store['engine'];
-  open: () => Promise<Harness>;
+  open: Open;
   /** Checks that only make sense for this engine. */
-  extra?: (open: () => Promise<Harness>) => void;
+  extra?: (open: Open) => void;
 }
 
 // ---------------------------------------------------------------------------------------------------
 // Engines
 
-function sqliteHarness(): Promise<Harness> {
-  const dir = tempDir();
-  const path = join(dir, 'petstore.db');
+function sqliteHarness(owner: Owner): Promise<Harness> {
+  const path = join(tempDir(owner), 'petstore.db');
   const openStore = () => openSqliteStore({ path, synchronous: 'normal' });
   let current = openStore();
-  let closed = false;
+  atEnd(owner, () => current.close()); // the store open then: closing a SQLite store twice is harmless
   const harness: Harness = {
     get store() {
       return current;
     },
     async reopen() {
-      if (!closed) await current.close();
+      await current.close();
       current = openStore();
-      closed = false;
       return current;
     },
     async migrationRows() {
@@ -96,28 +94,16 @@ function sqliteHarness(): Promise<Harness> {
         db.close();
       }
     },
-    async cleanup() {
-      if (!closed) await current.close();
-      closed = true;
-      rmSync(dir, { recursive: true, force: true });
-    },
   };
   return Promise.resolve(harness);
 }
 
 function sqliteExtra(): void {
   describe('sqlite only', () => {
-    const withFile = async (fn: (path: string) => Promise<void>) => {
-      const dir = tempDir();
-      try {
-        await fn(join(dir, 'petstore.db'));
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-    };
+    const withFile = (t: TestContext, fn: (path: string) => Promise<void>) => fn(join(tempDir(t), 'petstore.db'));
 
-    test('the database file is in WAL mode, as seen by another connection', async () => {
-      await withFile(async (path) => {
+    test('the database file is in WAL mode, as seen by another connection', async (t) => {
+      await withFile(t, async (path) => {
         const store = openSqliteStore({ path, synchronous: 'normal' });
         try {
           const raw = new DatabaseSync(path);
@@ -132,8 +118,8 @@ function sqliteExtra(): void {
       });
     });
 
-    test('a pet id is not reused after the highest row is deleted behind the store (AUTOINCREMENT)', async () => {
-      await withFile(async (path) => {
+    test('a pet id is not reused after the highest row is deleted behind the store (AUTOINCREMENT)', async (t) => {
+      await withFile(t, async (path) => {
         let store = openSqliteStore({ path, synchronous: 'normal' });
         try {
           for (let i = 0; i < 3; i++) await store.createPet(newPet(`p${i}`));
@@ -160,8 +146,8 @@ function sqliteExtra(): void {
       });
     });
 
-    test('a page assembled partly from pets read before and partly from the table is the text of a fresh read', async () => {
-      await withFile(async (path) => {
+    test('a page assembled partly from pets read before and partly from the table is the text of a fresh read', async (t) => {
+      await withFile(t, async (path) => {
         const raw = new DatabaseSync(path);
         let store = openSqliteStore({ path, synchronous: 'normal' });
         try {
@@ -204,8 +190,8 @@ function sqliteExtra(): void {
       });
     });
 
-    test('synchronous=full opens and stores like normal', async () => {
-      await withFile(async (path) => {
+    test('synchronous=full opens and stores like normal', async (t) => {
+      await withFile(t, async (path) => {
         const store = openSqliteStore({ path, synchronous: 'full' });
         try {
           const pet = await store.createPet(newPet('full'));
@@ -218,16 +204,21 @@ function sqliteExtra(): void {
   });
 }
 
-async function postgresHarness(): Promise<Harness> {
-  const database = await createTestDatabase();
+async function postgresHarness(owner: Owner): Promise<Harness> {
+  const database = await createTestDatabase(owner);
   let current = await openTestPostgresStore(database.url);
   let closed = false;
+  atEnd(owner, async () => {
+    if (!closed) await current.close();
+    closed = true;
+  });
   return {
     get store() {
       return current;
     },
     async reopen() {
       if (!closed) await current.close();
+      closed = true;
       current = await openTestPostgresStore(database.url);
       closed = false;
       return current;
@@ -251,73 +242,56 @@ async function postgresHarness(): Promise<Harness> {
         await client.end();
       }
     },
-    async cleanup() {
-      if (!closed) await current.close();
-      closed = true;
-      await database.drop();
-    },
   };
 }
 
 function postgresExtra(): void {
   describe('postgres only', () => {
-    test('five instances migrating one new database at once apply each version exactly once', async () => {
-      const database = await createTestDatabase();
-      try {
-        const stores = await Promise.all(Array.from({ length: 5 }, () => openTestPostgresStore(database.url)));
-        const client = new pg.Client({ connectionString: database.url });
-        await client.connect();
-        const { rows } = await client.query('SELECT version FROM schema_migrations ORDER BY version');
-        await client.end();
-        assert.deepEqual(
-          rows.map((r) => r.version),
-          Array.from({ length: LATEST_POSTGRES_VERSION }, (_, i) => i + 1),
-        );
-        await Promise.all(stores.map((s) => s.close()));
-      } finally {
-        await database.drop();
-      }
-    });
-
-    test('a create that PostgreSQL refuses fails alone: the creates sent with it are stored', async () => {
-      const database = await createTestDatabase();
-      try {
-        const store = await openTestPostgresStore(database.url);
-        // PostgreSQL refuses NUL in text (the API refuses it before the store); sent among others, it
-        // fails their shared statement, and each is then inserted alone.
-        const results = await Promise.allSettled(
-          ['first', 'nul \u0000 inside', 'third'].map((name) => store.createPet({ name, categoryId: 1n, status: 'available' })),
-        );
-        assert.equal(results[0]!.status, 'fulfilled');
-        assert.equal(results[1]!.status, 'rejected');
-        assert.equal(results[2]!.status, 'fulfilled');
-        assert.deepEqual(
-          // Inserted alone, concurrently: in either order.
-          (await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).map((p) => p.name).sort(),
-          ['first', 'third'],
-        );
-        await store.close();
-      } finally {
-        await database.drop();
-      }
-    });
-
-    test('keyset pagination by a rare status reads the (status, id) index', async () => {
-      const database = await createTestDatabase();
+    test('five instances migrating one new database at once apply each version exactly once', async (t) => {
+      const database = await createTestDatabase(t);
+      const stores = await Promise.all(Array.from({ length: 5 }, () => openTestPostgresStore(database.url)));
+      atEnd(t, () => Promise.all(stores.map((s) => s.close())));
       const client = new pg.Client({ connectionString: database.url });
-      try {
-        const store = await openTestPostgresStore(database.url);
-        await store.close();
-        await client.connect();
-        await client.query(`INSERT INTO pets (name, category_id, status)
-          SELECT 'p' || g, 1, CASE WHEN g % 100 = 0 THEN 'sold' ELSE 'available' END FROM generate_series(1, 20000) g`);
-        await client.query('ANALYZE pets');
-        const { rows } = await client.query("EXPLAIN SELECT id FROM pets WHERE status = 'sold' AND id > 100 ORDER BY id LIMIT 21");
-        assert.match(rows.map((r) => r['QUERY PLAN']).join('\n'), /pets_status_id/);
-      } finally {
-        await client.end();
-        await database.drop();
-      }
+      atEnd(t, () => client.end());
+      await client.connect();
+      const { rows } = await client.query('SELECT version FROM schema_migrations ORDER BY version');
+      assert.deepEqual(
+        rows.map((r) => r.version),
+        Array.from({ length: LATEST_POSTGRES_VERSION }, (_, i) => i + 1),
+      );
+    });
+
+    test('a create that PostgreSQL refuses fails alone: the creates sent with it are stored', async (t) => {
+      const database = await createTestDatabase(t);
+      const store = await openTestPostgresStore(database.url);
+      atEnd(t, () => store.close());
+      // PostgreSQL refuses NUL in text (the API refuses it before the store); sent among others, it
+      // fails their shared statement, and each is then inserted alone.
+      const results = await Promise.allSettled(
+        ['first', 'nul \u0000 inside', 'third'].map((name) => store.createPet({ name, categoryId: 1n, status: 'available' })),
+      );
+      assert.equal(results[0]!.status, 'fulfilled');
+      assert.equal(results[1]!.status, 'rejected');
+      assert.equal(results[2]!.status, 'fulfilled');
+      assert.deepEqual(
+        // Inserted alone, concurrently: in either order.
+        (await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).map((p) => p.name).sort(),
+        ['first', 'third'],
+      );
+    });
+
+    test('keyset pagination by a rare status reads the (status, id) index', async (t) => {
+      const database = await createTestDatabase(t);
+      const store = await openTestPostgresStore(database.url);
+      await store.close();
+      const client = new pg.Client({ connectionString: database.url });
+      atEnd(t, () => client.end());
+      await client.connect();
+      await client.query(`INSERT INTO pets (name, category_id, status)
+        SELECT 'p' || g, 1, CASE WHEN g % 100 = 0 THEN 'sold' ELSE 'available' END FROM generate_series(1, 20000) g`);
+      await client.query('ANALYZE pets');
+      const { rows } = await client.query("EXPLAIN SELECT id FROM pets WHERE status = 'sold' AND id > 100 ORDER BY id LIMIT 21");
+      assert.match(rows.map((r) => r['QUERY PLAN']).join('\n'), /pets_status_id/);
     });
   });
 }
@@ -387,26 +361,19 @@ const EDGE_CATEGORY_IDS = [1n, 2n ** 53n + 1n, INT64_MAX];
 // ---------------------------------------------------------------------------------------------------
 // The contract
 
-export function storageContract(name: string, open: () => Promise<Harness>): void {
+export function storageContract(name: string, open: Open): void {
   describe(`storage contract: ${name}`, () => {
-    /** Runs a case on a fresh database and always cleans up. */
-    const withStore = async (fn: (h: Harness) => Promise<void>) => {
-      const h = await open();
-      try {
-        await fn(h);
-      } finally {
-        await h.cleanup();
-      }
-    };
+    /** Runs a case on a fresh database, removed when the test ends. */
+    const withStore = async (t: TestContext, fn: (h: Harness) => Promise<void>) => fn(await open(t));
 
-    test('reports its engine name', () =>
-      withStore(async ({ store }) => {
+    test('reports its engine name', (t) =>
+      withStore(t, async ({ store }) => {
         assert.equal(store.engine, name);
       }));
 
     describe('pets', () => {
-      test('createPet returns ids increasing from 1 with exactly the given fields', () =>
-        withStore(async ({ store }) => {
+      test('createPet returns ids increasing from 1 with exactly the given fields', (t) =>
+        withStore(t, async ({ store }) => {
           const a = await store.createPet({ name: 'Rex', categoryId: 7n, status: 'available' });
           const b = await store.createPet({ name: 'Mía 🐈 “quoted”', categoryId: 1n, status: 'pending' });
           const c = await store.createPet({ name: 'x', categoryId: 2n, status: 'sold' });
@@ -417,8 +384,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(typeof a.categoryId, 'bigint');
         }));
 
-      test('creates sent together are stored once each, every caller getting its own pet', () =>
-        withStore(async ({ store }) => {
+      test('creates sent together are stored once each, every caller getting its own pet', (t) =>
+        withStore(t, async ({ store }) => {
           const names = Array.from({ length: 150 }, (_, i) => `together ${i} \\ "quoted" {brace}, comma`);
           const created = await Promise.all(names.map((name, i) => store.createPet({ name, categoryId: BigInt(i + 1), status: 'sold' })));
           created.forEach((pet, i) => assert.deepEqual(pet, { id: pet.id, name: names[i]!, categoryId: BigInt(i + 1), status: 'sold' }));
@@ -431,15 +398,15 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           );
         }));
 
-      test('getPet returns what createPet returned', () =>
-        withStore(async ({ store }) => {
+      test('getPet returns what createPet returned', (t) =>
+        withStore(t, async ({ store }) => {
           const created = await store.createPet(newPet('Fido', { categoryId: 42n, status: 'sold' }));
           assert.deepEqual(await store.getPet(created.id), created);
         }));
 
       for (const categoryId of [9223372036854775807n, 9007199254740993n]) {
-        test(`categoryId ${categoryId} round-trips exactly through createPet, getPet and listPets`, () =>
-          withStore(async ({ store }) => {
+        test(`categoryId ${categoryId} round-trips exactly through createPet, getPet and listPets`, (t) =>
+          withStore(t, async ({ store }) => {
             const created = await store.createPet(newPet('big', { categoryId }));
             assert.equal(created.categoryId, categoryId);
             const fetched = await store.getPet(created.id);
@@ -450,16 +417,16 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           }));
       }
 
-      test('getPet of an id that does not exist is undefined', () =>
-        withStore(async ({ store }) => {
+      test('getPet of an id that does not exist is undefined', (t) =>
+        withStore(t, async ({ store }) => {
           assert.equal(await store.getPet(1n), undefined);
           await store.createPet(newPet('only'));
           assert.equal(await store.getPet(2n), undefined);
           assert.equal(await store.getPet(9223372036854775807n), undefined);
         }));
 
-      test('listPets of an empty store is empty', () =>
-        withStore(async ({ store }) => {
+      test('listPets of an empty store is empty', (t) =>
+        withStore(t, async ({ store }) => {
           assert.deepEqual(await store.listPets({ status: undefined, afterId: undefined, limit: 10 }), []);
           assert.deepEqual(await store.listPets({ status: 'sold', afterId: 5n, limit: 10 }), []);
         }));
@@ -474,8 +441,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
         };
         const ids = (pets: Pet[]) => pets.map((p) => p.id);
 
-        test('listPetsJson writes the same pages as listPets, in the text petsJson writes', () =>
-          withStore(async ({ store }) => {
+        test('listPetsJson writes the same pages as listPets, in the text petsJson writes', (t) =>
+          withStore(t, async ({ store }) => {
             await seed(store);
             await store.createPet(newPet('quote " backslash \\ tab \t line\n é 🐈 \u2028', { categoryId: 9223372036854775807n }));
             const asPets = (json: string) =>
@@ -510,8 +477,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             }
           }));
 
-        test('listPetsJson writes awkward pets, pages and single pets, byte for byte as petJson does', () =>
-          withStore(async (h) => {
+        test('listPetsJson writes awkward pets, pages and single pets, byte for byte as petJson does', (t) =>
+          withStore(t, async (h) => {
             for (const name of AWKWARD_NAMES) {
               assert.equal(nameProblem(name), undefined, name);
               assert.ok([...name].length <= NAME_MAX_LENGTH, name);
@@ -558,24 +525,24 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             }
           }));
 
-        test('orders by ascending id and returns the stored pets', () =>
-          withStore(async ({ store }) => {
+        test('orders by ascending id and returns the stored pets', (t) =>
+          withStore(t, async ({ store }) => {
             const pets = await seed(store);
             const listed = await store.listPets({ status: undefined, afterId: undefined, limit: 100 });
             assert.deepEqual(listed, pets);
             assert.deepEqual(ids(listed), [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n]);
           }));
 
-        test('honours limit', () =>
-          withStore(async ({ store }) => {
+        test('honours limit', (t) =>
+          withStore(t, async ({ store }) => {
             await seed(store);
             assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: undefined, limit: 4 })), [1n, 2n, 3n, 4n]);
             assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: undefined, limit: 1 })), [1n]);
             assert.equal((await store.listPets({ status: undefined, afterId: undefined, limit: 9 })).length, 9);
           }));
 
-        test('afterId returns only ids strictly greater', () =>
-          withStore(async ({ store }) => {
+        test('afterId returns only ids strictly greater', (t) =>
+          withStore(t, async ({ store }) => {
             await seed(store);
             assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: 4n, limit: 3 })), [5n, 6n, 7n]);
             assert.deepEqual(ids(await store.listPets({ status: undefined, afterId: 8n, limit: 10 })), [9n]);
@@ -583,8 +550,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             assert.deepEqual(await store.listPets({ status: undefined, afterId: 9223372036854775807n, limit: 10 }), []);
           }));
 
-        test('paging with afterId = last id of the previous page visits every pet once', () =>
-          withStore(async ({ store }) => {
+        test('paging with afterId = last id of the previous page visits every pet once', (t) =>
+          withStore(t, async ({ store }) => {
             const pets = await seed(store);
             const seen: bigint[] = [];
             let afterId: bigint | undefined;
@@ -597,8 +564,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             assert.deepEqual(seen, ids(pets));
           }));
 
-        test('status filter returns only pets with that status', () =>
-          withStore(async ({ store }) => {
+        test('status filter returns only pets with that status', (t) =>
+          withStore(t, async ({ store }) => {
             await seed(store);
             const pending = await store.listPets({ status: 'pending', afterId: undefined, limit: 100 });
             assert.deepEqual(ids(pending), [2n, 5n, 8n]);
@@ -607,8 +574,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
             assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: undefined, limit: 100 })), [1n, 4n, 7n]);
           }));
 
-        test('status filter, afterId and limit together', () =>
-          withStore(async ({ store }) => {
+        test('status filter, afterId and limit together', (t) =>
+          withStore(t, async ({ store }) => {
             await seed(store);
             assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: 1n, limit: 1 })), [4n]);
             assert.deepEqual(ids(await store.listPets({ status: 'available', afterId: 1n, limit: 10 })), [4n, 7n]);
@@ -620,8 +587,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
     });
 
     describe('durability and restarts', () => {
-      test('ids keep increasing across a close and reopen and are never reused', () =>
-        withStore(async (h) => {
+      test('ids keep increasing across a close and reopen and are never reused', (t) =>
+        withStore(t, async (h) => {
           for (let i = 0; i < 3; i++) await h.store.createPet(newPet(`before${i}`));
           const store = await h.reopen();
           const next = await store.createPet(newPet('after'));
@@ -630,8 +597,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(again.id, 5n);
         }));
 
-      test('pets, keys and bans survive a close and reopen of the same database', () =>
-        withStore(async (h) => {
+      test('pets, keys and bans survive a close and reopen of the same database', (t) =>
+        withStore(t, async (h) => {
           const pets = [
             await h.store.createPet(newPet('a', { categoryId: 9223372036854775807n, status: 'sold' })),
             await h.store.createPet(newPet('b', { status: 'pending' })),
@@ -647,8 +614,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(await store.banEndOf(key.id, Date.now()), until);
         }));
 
-      test('migrations are idempotent: reopening applies nothing a second time', () =>
-        withStore(async (h) => {
+      test('migrations are idempotent: reopening applies nothing a second time', (t) =>
+        withStore(t, async (h) => {
           const first = await h.migrationRows();
           assert.deepEqual(
             first.map((r) => r.version),
@@ -670,8 +637,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
     });
 
     describe('api keys', () => {
-      test('createKey returns the key with its fields, a creation time and no revocation', () =>
-        withStore(async ({ store }) => {
+      test('createKey returns the key with its fields, a creation time and no revocation', (t) =>
+        withStore(t, async ({ store }) => {
           const input = newKey({ environment: 'staging', plan: 'enterprise', perMinute: 5000, perDay: 2_000_000, label: 'ci' });
           const before = Date.now();
           const key = await store.createKey(input);
@@ -697,8 +664,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal('hash' in key, false, 'the stored hash is not part of ApiKey');
         }));
 
-      test('a key created with a subject keeps it; one created without is its own subject', () =>
-        withStore(async ({ store }) => {
+      test('a key created with a subject keeps it; one created without is its own subject', (t) =>
+        withStore(t, async ({ store }) => {
           const first = await store.createKey(newKey());
           const second = await store.createKey(newKey({ subjectId: first.subjectId }));
           const third = await store.createKey(newKey({ subjectId: second.subjectId }));
@@ -716,24 +683,24 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           await assert.rejects(store.createKey(newKey({ subjectId: 'key_does_not_exist' })));
         }));
 
-      test('findKeyByHash returns the created key', () =>
-        withStore(async ({ store }) => {
+      test('findKeyByHash returns the created key', (t) =>
+        withStore(t, async ({ store }) => {
           const input = newKey();
           const key = await store.createKey(input);
           await store.createKey(newKey());
           assert.deepEqual(await store.findKeyByHash(input.hash), key);
         }));
 
-      test('findKeyByHash of an unknown hash is undefined', () =>
-        withStore(async ({ store }) => {
+      test('findKeyByHash of an unknown hash is undefined', (t) =>
+        withStore(t, async ({ store }) => {
           assert.equal(await store.findKeyByHash('f'.repeat(64)), undefined);
           await store.createKey(newKey());
           assert.equal(await store.findKeyByHash('f'.repeat(64)), undefined);
           assert.equal(await store.findKeyByHash(''), undefined);
         }));
 
-      test('listKeys lists every key', () =>
-        withStore(async ({ store }) => {
+      test('listKeys lists every key', (t) =>
+        withStore(t, async ({ store }) => {
           assert.deepEqual(await store.listKeys(), []);
           const created = [
             await store.createKey(newKey()),
@@ -745,8 +712,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual([...listed].sort(byId), [...created].sort(byId));
         }));
 
-      test('updateKey changes only what it is given, sets and clears an expiry, and ignores unknown ids', () =>
-        withStore(async ({ store }) => {
+      test('updateKey changes only what it is given, sets and clears an expiry, and ignores unknown ids', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           assert.equal(key.expiresAt, null);
           const replanned = (await store.updateKey(key.id, { plan: 'enterprise', perMinute: 5000, perDay: 90_000 }))!;
@@ -762,15 +729,15 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(await store.updateKey('key_0000000000000000', { plan: 'pro' }), undefined);
         }));
 
-      test('revokeKey returns true once, then false', () =>
-        withStore(async ({ store }) => {
+      test('revokeKey returns true once, then false', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           assert.equal(await store.revokeKey(key.id), true);
           assert.equal(await store.revokeKey(key.id), false);
         }));
 
-      test('a revoked key is still found, with revokedAt set', () =>
-        withStore(async ({ store }) => {
+      test('a revoked key is still found, with revokedAt set', (t) =>
+        withStore(t, async ({ store }) => {
           const input = newKey();
           const key = await store.createKey(input);
           const other = await store.createKey(newKey());
@@ -790,8 +757,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           );
         }));
 
-      test('revoking a second time keeps the first revocation time', () =>
-        withStore(async ({ store }) => {
+      test('revoking a second time keeps the first revocation time', (t) =>
+        withStore(t, async ({ store }) => {
           const input = newKey();
           await store.createKey(input);
           await store.revokeKey(input.id);
@@ -801,8 +768,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual((await store.findKeyByHash(input.hash))?.revokedAt, first);
         }));
 
-      test('revokeKey of an unknown id is false', () =>
-        withStore(async ({ store }) => {
+      test('revokeKey of an unknown id is false', (t) =>
+        withStore(t, async ({ store }) => {
           assert.equal(await store.revokeKey('key_does_not_exist'), false);
         }));
     });
@@ -810,31 +777,31 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
     describe('bans', () => {
       const now = Date.UTC(2026, 10, 22, 12, 0, 0);
 
-      test('banKey then banEndOf before the end returns the end', () =>
-        withStore(async ({ store }) => {
+      test('banKey then banEndOf before the end returns the end', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
           assert.equal(await store.banEndOf(key.id, now), now + 60_000);
           assert.equal(await store.banEndOf(key.id, now + 59_999), now + 60_000);
         }));
 
-      test('banEndOf at or after the end is undefined', () =>
-        withStore(async ({ store }) => {
+      test('banEndOf at or after the end is undefined', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
           assert.equal(await store.banEndOf(key.id, now + 60_000), undefined);
           assert.equal(await store.banEndOf(key.id, now + 120_000), undefined);
         }));
 
-      test('banEndOf of a key without a ban is undefined', () =>
-        withStore(async ({ store }) => {
+      test('banEndOf of a key without a ban is undefined', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           assert.equal(await store.banEndOf(key.id, now), undefined);
           assert.equal(await store.banEndOf('key_unknown', now), undefined);
         }));
 
-      test('banKey again replaces the earlier ban, later or earlier', () =>
-        withStore(async ({ store }) => {
+      test('banKey again replaces the earlier ban, later or earlier', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
           await store.banKey(key.id, now + 600_000);
@@ -844,8 +811,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal((await store.listBans(now)).length, 1);
         }));
 
-      test('listBans lists only bans still active at that moment', () =>
-        withStore(async ({ store }) => {
+      test('listBans lists only bans still active at that moment', (t) =>
+        withStore(t, async ({ store }) => {
           const a = await store.createKey(newKey());
           const b = await store.createKey(newKey());
           const c = await store.createKey(newKey());
@@ -865,8 +832,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual(await store.listBans(now + 60_000), []);
         }));
 
-      test('liftBan returns true for a banned key, then false', () =>
-        withStore(async ({ store }) => {
+      test('liftBan returns true for a banned key, then false', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
           assert.equal(await store.liftBan(key.id, now), true);
@@ -876,8 +843,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(await store.liftBan('key_unknown', now), false);
         }));
 
-      test('liftBan of a ban that has already ended removes it and returns false', () =>
-        withStore(async ({ store }) => {
+      test('liftBan of a ban that has already ended removes it and returns false', (t) =>
+        withStore(t, async ({ store }) => {
           const key = await store.createKey(newKey());
           await store.banKey(key.id, now + 60_000);
           assert.equal(await store.liftBan(key.id, now + 60_000), false);
@@ -899,8 +866,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
       };
       const petCount = async (store: Store) => (await store.listPets({ status: undefined, afterId: undefined, limit: 10 })).length;
 
-      test('the first claim of a key wins; while it is unfinished the same request is in flight and another one a mismatch', () =>
-        withStore(async ({ store }) => {
+      test('the first claim of a key wins; while it is unfinished the same request is in flight and another one a mismatch', (t) =>
+        withStore(t, async ({ store }) => {
           const first = await claim(store, 'h1', t0);
           assert.equal(first.state, 'claimed');
           assert.match((first as { token: string }).token, /^[\w-]{16,}$/);
@@ -911,8 +878,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.notEqual(other, (first as { token: string }).token, 'every claim has a token of its own');
         }));
 
-      test('a finished claim resolves to the created pet, exactly, and survives a reopen', () =>
-        withStore(async (h) => {
+      test('a finished claim resolves to the created pet, exactly, and survives a reopen', (t) =>
+        withStore(t, async (h) => {
           const token = await won(h.store, 'h1', t0);
           const pet = await h.store.createPetIdempotently(
             scope,
@@ -928,8 +895,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(await petCount(store), 1);
         }));
 
-      test('an unfinished claim older than the stale age is taken over, by any request, with a new token', () =>
-        withStore(async ({ store }) => {
+      test('an unfinished claim older than the stale age is taken over, by any request, with a new token', (t) =>
+        withStore(t, async ({ store }) => {
           const first = await won(store, 'h1', t0);
           const second = await won(store, 'h2', t0 + STALE);
           assert.notEqual(second, first);
@@ -941,8 +908,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual(await claim(store, 'h1', t0 + STALE + 1), { state: 'mismatch' });
         }));
 
-      test('fencing: a create whose claim was taken over makes nothing, before or after the new claimant creates', () =>
-        withStore(async ({ store }) => {
+      test('fencing: a create whose claim was taken over makes nothing, before or after the new claimant creates', (t) =>
+        withStore(t, async ({ store }) => {
           const first = await won(store, 'h', t0);
           const second = await won(store, 'h', t0 + STALE);
           assert.equal(await store.createPetIdempotently(scope, first, newPet('Late')), undefined, 'taken over: nothing');
@@ -957,8 +924,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal((await store.createPet(newPet('Next'))).id, pet!.id + 1n);
         }));
 
-      test('fencing: a create whose claim was released, expired or never made makes nothing', () =>
-        withStore(async ({ store }) => {
+      test('fencing: a create whose claim was released, expired or never made makes nothing', (t) =>
+        withStore(t, async ({ store }) => {
           const token = await won(store, 'h', t0);
           await store.releaseIdempotencyKey(scope, token);
           assert.equal(await store.createPetIdempotently(scope, token, newPet('Released')), undefined);
@@ -974,16 +941,16 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.equal(await petCount(store), 0);
         }));
 
-      test('claims expire after their window, finished or not', () =>
-        withStore(async ({ store }) => {
+      test('claims expire after their window, finished or not', (t) =>
+        withStore(t, async ({ store }) => {
           await store.createPetIdempotently(scope, await won(store, 'h1', t0), newPet('Expiring'));
           const pet = await store.createPetIdempotently(scope, await won(store, 'h2', t0 + DAY), newPet('Again'));
           assert.equal(pet?.id, 2n);
           assert.deepEqual(await claim(store, 'h2', t0 + DAY + 1), { state: 'done', pet });
         }));
 
-      test('release frees an unfinished claim with its token only, and leaves a finished one', () =>
-        withStore(async ({ store }) => {
+      test('release frees an unfinished claim with its token only, and leaves a finished one', (t) =>
+        withStore(t, async ({ store }) => {
           const first = await won(store, 'h1', t0);
           await store.releaseIdempotencyKey(scope, 'another-token');
           assert.deepEqual(
@@ -1002,8 +969,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           await store.releaseIdempotencyKey({ keyId: 'key_idem', idempotencyKey: 'never-claimed' }, second);
         }));
 
-      test('find reads a claim without claiming or taking over', () =>
-        withStore(async ({ store }) => {
+      test('find reads a claim without claiming or taking over', (t) =>
+        withStore(t, async ({ store }) => {
           assert.equal(await store.findIdempotencyKey(scope, 'h1', STALE), undefined);
           assert.equal(await store.findIdempotencyKey(scope, 'h1', STALE), undefined, 'nothing was claimed by looking');
           const token = await won(store, 'h1', t0);
@@ -1018,8 +985,8 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
           assert.deepEqual(await store.findIdempotencyKey(scope, 'h2', STALE), { state: 'mismatch' });
         }));
 
-      test('purge deletes the claims made at or before a moment and counts them', () =>
-        withStore(async ({ store }) => {
+      test('purge deletes the claims made at or before a moment and counts them', (t) =>
+        withStore(t, async ({ store }) => {
           const key = (idempotencyKey: string) => ({ keyId: 'key_idem', idempotencyKey });
           await claim(store, 'h', t0, key('a'));
           await store.createPetIdempotently(key('b'), await won(store, 'h', t0 + 10, key('b')), newPet('b'));
@@ -1034,26 +1001,26 @@ export function storageContract(name: string, open: () => Promise<Harness>): voi
     });
 
     describe('instance', () => {
-      test('cursorSecret is a non-empty string', () =>
-        withStore(async ({ store }) => {
+      test('cursorSecret is a non-empty string', (t) =>
+        withStore(t, async ({ store }) => {
           const secret = await store.cursorSecret();
           assert.equal(typeof secret, 'string');
           assert.ok(secret.length > 0);
           assert.equal(await store.cursorSecret(), secret);
         }));
 
-      test('cursorSecret is the same after a reopen and differs between databases', async () => {
-        await withStore(async (h) => {
+      test('cursorSecret is the same after a reopen and differs between databases', async (t) => {
+        await withStore(t, async (h) => {
           const secret = await h.store.cursorSecret();
           assert.equal(await (await h.reopen()).cursorSecret(), secret);
-          await withStore(async (other) => {
+          await withStore(t, async (other) => {
             assert.notEqual(await other.store.cursorSecret(), secret);
           });
         });
       });
 
-      test('ping resolves', () =>
-        withStore(async ({ store }) => {
+      test('ping resolves', (t) =>
+        withStore(t, async ({ store }) => {
           assert.equal(await store.ping(), undefined);
         }));
     });

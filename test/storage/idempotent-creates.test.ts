@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import pg from 'pg';
 import type { NewPet, Pet } from '../../src/domain/pet.ts';
 import {
@@ -23,37 +23,29 @@ import { openPostgresStore } from '../../src/storage/postgres/store.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, openTestPostgresStore, POSTGRES_URL, requirePostgres, untilWaitingOnLocks } from '../support/engines.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir, type Owner } from '../support/temp.ts';
 
-interface Opened {
-  store: Store;
-  cleanup(): Promise<void>;
-}
+/** A fresh store of the engine, closed (and its database removed) when the test ends. */
+type Open = (t: Owner) => Promise<Store>;
 
-const ENGINES: { name: string; open: (t: { after(fn: () => void): void }) => Promise<Opened> }[] = [
+const ENGINES: { name: string; open: Open }[] = [
   {
     name: 'sqlite',
     async open(t) {
       const store = openSqliteStore({ path: join(tempDir(t), 'petstore.db'), synchronous: 'normal' });
-      return { store, cleanup: () => store.close() };
+      atEnd(t, () => store.close());
+      return store;
     },
   },
   ...(POSTGRES_URL
     ? [
         {
           name: 'postgres',
-          async open() {
-            const database = await createTestDatabase();
+          async open(t: Owner) {
+            const database = await createTestDatabase(t);
             const store = await openTestPostgresStore(database.url);
-            // A test may have closed the store already.
-            return {
-              store,
-              cleanup: () =>
-                store
-                  .close()
-                  .catch(() => undefined)
-                  .then(() => database.drop()),
-            };
+            atEnd(t, () => store.close().catch(() => undefined)); // a test may have closed it already
+            return store;
           },
         },
       ]
@@ -69,19 +61,15 @@ class Clock {
 
 /** The service on a fresh store; purge errors fail the test unless it listens for them itself. */
 async function withService(
-  t: { after(fn: () => void): void },
-  open: (t: { after(fn: () => void): void }) => Promise<Opened>,
+  t: Owner,
+  open: Open,
   fn: (creates: IdempotentCreates, store: Store, clock: Clock) => Promise<void>,
   options: Partial<IdempotentCreatesOptions> = {},
 ): Promise<void> {
-  const { store, cleanup } = await open(t);
+  const store = await open(t);
   const clock = new Clock();
   const creates = new IdempotentCreates({ store, now: clock.now, onPurgeError: (err) => assert.fail(String(err)), ...options });
-  try {
-    await fn(creates, store, clock);
-  } finally {
-    await cleanup();
-  }
+  await fn(creates, store, clock);
 }
 
 const scope = (idempotencyKey: string, keyId = 'key_a') => ({ keyId, idempotencyKey });
@@ -221,15 +209,17 @@ for (const engine of ENGINES) {
 describe('idempotent creates: postgres, a create held up by a lock on pets', () => {
   /** A database of the test's own, a store on it with statements bounded at timeoutMs, and a locker. */
   async function withLockablePets(
-    t: { skip(message: string): void },
+    t: TestContext,
     timeoutMs: number,
     fn: (store: Store, lock: { take(): Promise<void>; release(): Promise<void>; waiting(n: number): Promise<void> }) => Promise<void>,
   ): Promise<void> {
     if (!requirePostgres(t, 'idempotent creates held up by a lock on PostgreSQL')) return;
-    const database = await createTestDatabase();
+    const database = await createTestDatabase(t);
     const store = await openPostgresStore({ url: database.url, poolSize: 4, timeoutMs });
+    atEnd(t, () => store.close().catch(() => undefined));
     // The observer is not the locker: a transaction sees the activity statistics as it first read them.
     const [locker, observer] = [new pg.Client({ connectionString: database.url }), new pg.Client({ connectionString: database.url })];
+    atEnd(t, () => Promise.all([locker.end(), observer.end()]).catch(() => undefined));
     await Promise.all([locker.connect(), observer.connect()]);
     const lock = {
       take: async () => void (await locker.query('BEGIN; LOCK TABLE pets IN SHARE MODE')),
@@ -237,13 +227,7 @@ describe('idempotent creates: postgres, a create held up by a lock on pets', () 
       /** Until n statements of this database wait for a lock. */
       waiting: (n: number) => untilWaitingOnLocks(observer, database.url, n, 5000),
     };
-    try {
-      await fn(store, lock);
-    } finally {
-      await Promise.all([locker.end(), observer.end()]).catch(() => undefined);
-      await store.close().catch(() => undefined);
-      await database.drop();
-    }
+    await fn(store, lock);
   }
 
   test('a create that timed out keeps its claim (its outcome is unknown) until it may be taken over; one pet in the end', (t) =>

@@ -215,94 +215,90 @@ describe('SQLite: a database of the previous release', () => {
 describe('PostgreSQL: a database of the previous release', () => {
   test('at version 5: upgraded, stored responses become pet ids, and the finished key replays its pet', async (t) => {
     if (!requirePostgres(t, 'the PostgreSQL upgrade from version 5')) return;
-    const database = await createTestDatabase();
+    const database = await createTestDatabase(t);
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
     try {
-      const client = new pg.Client({ connectionString: database.url });
-      await client.connect();
-      try {
-        await client.query(`
-          CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL);
-          CREATE TABLE pets (
-            id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            name        text   NOT NULL,
-            category_id bigint NOT NULL,
-            status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
-            create_token text
-          );
-          CREATE INDEX pets_status_id ON pets (status, id);
-          CREATE TABLE api_keys (
-            id text PRIMARY KEY, hash text NOT NULL UNIQUE, prefix text NOT NULL, environment text NOT NULL, plan text NOT NULL,
-            per_minute integer NOT NULL, per_day integer NOT NULL, label text, created_at bigint NOT NULL, revoked_at bigint,
-            expires_at bigint
-          );
-          CREATE TABLE bans (key_id text PRIMARY KEY REFERENCES api_keys (id), banned_until bigint NOT NULL, created_at bigint NOT NULL);
-          CREATE TABLE settings (name text PRIMARY KEY, value text NOT NULL);
-          INSERT INTO settings (name, value) VALUES ('cursor_secret', 'old-secret');
-          CREATE TABLE idempotency_keys (
-            key_id text NOT NULL, idempotency_key text NOT NULL, request_hash text NOT NULL, created_at bigint NOT NULL,
-            status integer, body text, location text, PRIMARY KEY (key_id, idempotency_key)
-          );
-          CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
-        `);
-        const names = [OLD_NAMES.base, OLD_NAMES.createTokens, OLD_NAMES.expiry, OLD_NAMES.idempotency, OLD_NAMES.index];
-        for (const [i, name] of names.entries()) {
-          await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [i + 1, name, 1001 + i]);
-        }
-        for (const p of [SMALL, BIG]) {
-          await client.query('INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)', [
-            p.id.toString(),
-            p.name,
-            p.categoryId.toString(),
-            p.status,
-          ]);
-        }
-        await client.query(
-          `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, expires_at)
-          VALUES ('key_old', 'old-hash', 'pet_live_old', 'production', 'free', 60, 1000, NULL, 1, $1)`,
-          [NOW + 30 * 24 * HOUR],
+      await client.query(`
+        CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL);
+        CREATE TABLE pets (
+          id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          name        text   NOT NULL,
+          category_id bigint NOT NULL,
+          status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+          create_token text
         );
-        await client.query('INSERT INTO bans VALUES ($1, $2, $3)', ['key_old', NOW + HOUR, NOW]);
-        for (const c of OLD_CLAIMS) {
-          await client.query('INSERT INTO idempotency_keys VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-            'key_old',
-            c.key,
-            c.hash,
-            c.createdAt,
-            c.status,
-            c.body,
-            c.location,
-          ]);
-        }
+        CREATE INDEX pets_status_id ON pets (status, id);
+        CREATE TABLE api_keys (
+          id text PRIMARY KEY, hash text NOT NULL UNIQUE, prefix text NOT NULL, environment text NOT NULL, plan text NOT NULL,
+          per_minute integer NOT NULL, per_day integer NOT NULL, label text, created_at bigint NOT NULL, revoked_at bigint,
+          expires_at bigint
+        );
+        CREATE TABLE bans (key_id text PRIMARY KEY REFERENCES api_keys (id), banned_until bigint NOT NULL, created_at bigint NOT NULL);
+        CREATE TABLE settings (name text PRIMARY KEY, value text NOT NULL);
+        INSERT INTO settings (name, value) VALUES ('cursor_secret', 'old-secret');
+        CREATE TABLE idempotency_keys (
+          key_id text NOT NULL, idempotency_key text NOT NULL, request_hash text NOT NULL, created_at bigint NOT NULL,
+          status integer, body text, location text, PRIMARY KEY (key_id, idempotency_key)
+        );
+        CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+      `);
+      const names = [OLD_NAMES.base, OLD_NAMES.createTokens, OLD_NAMES.expiry, OLD_NAMES.idempotency, OLD_NAMES.index];
+      for (const [i, name] of names.entries()) {
+        await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [i + 1, name, 1001 + i]);
+      }
+      for (const p of [SMALL, BIG]) {
+        await client.query('INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)', [
+          p.id.toString(),
+          p.name,
+          p.categoryId.toString(),
+          p.status,
+        ]);
+      }
+      await client.query(
+        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, expires_at)
+        VALUES ('key_old', 'old-hash', 'pet_live_old', 'production', 'free', 60, 1000, NULL, 1, $1)`,
+        [NOW + 30 * 24 * HOUR],
+      );
+      await client.query('INSERT INTO bans VALUES ($1, $2, $3)', ['key_old', NOW + HOUR, NOW]);
+      for (const c of OLD_CLAIMS) {
+        await client.query('INSERT INTO idempotency_keys VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+          'key_old',
+          c.key,
+          c.hash,
+          c.createdAt,
+          c.status,
+          c.body,
+          c.location,
+        ]);
+      }
 
-        const store = await openTestPostgresStore(database.url);
-        try {
-          const { rows } = await client.query('SELECT version, name, applied_at FROM schema_migrations ORDER BY version');
-          assert.deepEqual(
-            rows.map((r) => r.version),
-            POSTGRES_MIGRATIONS.map((m) => m.version),
-          );
-          assert.deepEqual(
-            rows.slice(0, 5).map((r) => Number(r.applied_at)),
-            [1001, 1002, 1003, 1004, 1005],
-            'applied versions untouched',
-          );
-          assert.equal(rows[5].name, POSTGRES_MIGRATIONS[5]!.name);
-          const columns = await client.query(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_keys' ORDER BY ordinal_position",
-          );
-          assert.deepEqual(
-            columns.rows.map((r) => r.column_name),
-            ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id', 'claim_token'],
-          );
-          await assertUpgraded(store);
-        } finally {
-          await store.close();
-        }
+      const store = await openTestPostgresStore(database.url);
+      try {
+        const { rows } = await client.query('SELECT version, name, applied_at FROM schema_migrations ORDER BY version');
+        assert.deepEqual(
+          rows.map((r) => r.version),
+          POSTGRES_MIGRATIONS.map((m) => m.version),
+        );
+        assert.deepEqual(
+          rows.slice(0, 5).map((r) => Number(r.applied_at)),
+          [1001, 1002, 1003, 1004, 1005],
+          'applied versions untouched',
+        );
+        assert.equal(rows[5].name, POSTGRES_MIGRATIONS[5]!.name);
+        const columns = await client.query(
+          "SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_keys' ORDER BY ordinal_position",
+        );
+        assert.deepEqual(
+          columns.rows.map((r) => r.column_name),
+          ['key_id', 'idempotency_key', 'request_hash', 'created_at', 'pet_id', 'claim_token'],
+        );
+        await assertUpgraded(store);
       } finally {
-        await client.end();
+        await store.close();
       }
     } finally {
-      await database.drop();
+      await client.end();
     }
   });
 });

@@ -15,6 +15,7 @@ import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { openPostgresStore } from '../../src/storage/postgres/store.ts';
+import { atEnd, type Owner } from './temp.ts';
 import { eventually } from './waiting.ts';
 
 /** PETSTORE_TEST_ENGINES=sqlite (see scripts/run-tests.ts) asks for SQLite alone, as if neither were set. */
@@ -59,16 +60,19 @@ export function requirePostgres(t: { skip(message: string): void }, what: string
   return false;
 }
 
-/** A new, empty PostgreSQL database; returns its URL and a function that drops it. */
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * A new, empty PostgreSQL database; returns its URL and a function that drops it (dropping twice is
+ * harmless). Given an owner, it is dropped when the owner ends, after what was made later stopped.
+ */
+export async function createTestDatabase(owner?: Owner): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `petstore_test_${randomBytes(6).toString('hex')}`;
+  const drop = () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined);
+  // Registered first: a CREATE that fails after the database came to be still has it dropped.
+  if (owner) atEnd(owner, drop);
   await admin((c) => c.query(`CREATE DATABASE ${name}`));
   const url = new URL(POSTGRES_URL!);
   url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
-  };
+  return { url: url.toString(), drop };
 }
 
 export async function openTestPostgresStore(url: string) {
@@ -95,15 +99,23 @@ export async function untilWaitingOnLocks(observer: pg.Client, databaseUrl: stri
   );
 }
 
-/** A Redis key prefix no other test uses, so a test's counters and bans are its own. */
-export function newKeyPrefix(): string {
-  return `petstore-test-${randomBytes(6).toString('hex')}`;
+/**
+ * A Redis key prefix no other test uses, so a test's counters and bans are its own. Given an owner,
+ * its keys in the shared Redis (PETSTORE_TEST_REDIS_URL) are deleted when the owner ends; a prefix
+ * used only in a Redis of the test's own needs none.
+ */
+export function newKeyPrefix(owner?: Owner): string {
+  const prefix = `petstore-test-${randomBytes(6).toString('hex')}`;
+  if (owner) atEnd(owner, () => deleteRedisKeys(prefix));
+  return prefix;
 }
 
 /** Deletes every Redis key under the prefix: what a test's limiter or server process left behind. */
 export async function deleteRedisKeys(keyPrefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL!);
+  if (!REDIS_URL) return; // no shared Redis: nothing can have been written there
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
+    await redis.connect();
     const keys = await redis.keys(`${keyPrefix}:*`);
     if (keys.length) await redis.del(...keys);
   } finally {
@@ -125,9 +137,15 @@ export async function createTestRedisLimiter(
     maxBlock?: number;
     /** A fake clock the limiter follows instead of Redis's own. */
     clock?: { now(): number };
+    /** Closes the limiter when this test or suite ends, and deletes its keys from the shared Redis. */
+    owner?: Owner;
   } = {},
 ): Promise<RedisRateLimiter & { cleanup(): Promise<void> }> {
   const keyPrefix = options.keyPrefix ?? newKeyPrefix();
+  const cleanup = () => deleteRedisKeys(keyPrefix);
+  // Keys in a Redis of the test's own go with that Redis.
+  const shared = options.cluster === undefined && (options.url ?? REDIS_URL) === REDIS_URL;
+  if (options.owner && shared) atEnd(options.owner, cleanup);
   const limiter = new RedisRateLimiter({
     urls: options.cluster ?? [options.url ?? REDIS_URL!],
     cluster: options.cluster !== undefined,
@@ -139,8 +157,9 @@ export async function createTestRedisLimiter(
     maxBlock: options.maxBlock ?? 100,
     fakeClock: options.clock ? () => options.clock!.now() : undefined,
   });
+  if (options.owner) atEnd(options.owner, () => limiter.close());
   await limiter.ready();
-  return Object.assign(limiter, { cleanup: () => deleteRedisKeys(keyPrefix) });
+  return Object.assign(limiter, { cleanup });
 }
 
 /** The engine's limiter, its windows following `clock` (the test's fake clock) instead of a real one. */

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './processes.ts';
 import { request } from './raw-http.ts';
+import { killAtExit } from './temp.ts';
 
 /** The nginx binary, where it is installed (apt-get install nginx-light). */
 export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
@@ -60,6 +61,7 @@ export async function startNginx(dir: string, upstreamPorts: readonly number[]):
   const port = await freePort();
   writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, upstreamPorts));
   const child = spawn(NGINX!, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  killAtExit(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let errors = '';
   child.stderr!.on('data', (c) => (errors += c));
@@ -72,6 +74,7 @@ export async function startNginx(dir: string, upstreamPorts: readonly number[]):
     }
     if (i > 100 || child.exitCode !== null) {
       child.kill('SIGKILL');
+      await exited;
       throw new Error(`nginx did not start: ${errors}${errorLog()}`);
     }
     await sleep(50);

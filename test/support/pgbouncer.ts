@@ -7,12 +7,12 @@
  * so under root it runs as the postgres system user, whom the folder with its settings is handed to.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './processes.ts';
+import { killAtExit, tempDir } from './temp.ts';
 
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
@@ -56,7 +56,7 @@ export async function startPgbouncer(postgresUrl: string): Promise<Pgbouncer> {
   const upstream = new URL(postgresUrl);
   const user = decodeURIComponent(upstream.username) || 'postgres';
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-pgbouncer-'));
+  const dir = tempDir(); // removed by stop(), or when the process exits
   writeFileSync(join(dir, 'userlist.txt'), `"${user}" ""\n`);
   writeFileSync(
     join(dir, 'pgbouncer.ini'),
@@ -83,6 +83,7 @@ export async function startPgbouncer(postgresUrl: string): Promise<Pgbouncer> {
   // What it says before its log file is open (a bad setting) goes to stderr, also a file.
   const stderr = openSync(join(dir, 'stderr.txt'), 'w');
   const child = spawn(PGBOUNCER, [join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'ignore', stderr], ...owner });
+  killAtExit(child);
   closeSync(stderr);
   const output = () =>
     ['stderr.txt', 'pgbouncer.log']

@@ -3,7 +3,8 @@
  * to completion (runCli, keysCreate) or as a server (startServerProcess), and free ports for what
  * they listen on. Commands run in the temporary directory, so that no .env of the checkout changes
  * what a test starts, and without the settings a host is likely to have exported (DATABASE_URL, PORT
- * and the like), so that what a test sets is what they read.
+ * and the like), so that what a test sets is what they read. A child still running when the test
+ * process ends is killed (temp.ts).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
+import { atEnd, killAtExit, type Owner } from './temp.ts';
 
 /** The command's source file, which node runs directly (its types stripped). */
 export const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -65,6 +67,7 @@ export async function runCli(args: string[], env: EnvOverrides, options: CliOpti
     env: cliEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killAtExit(child);
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -144,6 +147,8 @@ export interface StartOptions {
   isReady?: (url: string) => Promise<boolean>;
   /** Where the server runs (and finds a relative DATABASE_URL); the temporary directory by default. */
   cwd?: string;
+  /** Stops the server when this test or suite ends, if it still runs (stopServer). */
+  owner?: Owner;
 }
 
 /** `petstore serve` on a free port of 127.0.0.1, once it answers. */
@@ -170,6 +175,7 @@ export async function startServerCommand(
     env: cliEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killAtExit(child);
   let output = '';
   let stdout = '';
   let stderr = '';
@@ -182,6 +188,8 @@ export async function startServerCommand(
     stderr += c;
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const server: ServerProcess = { url, child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited };
+  if (options.owner) atEnd(options.owner, () => stopServer(server));
   const isReady = options.isReady ?? (async (u: string) => (await fetch(`${u}/healthz`)).ok);
   const deadline = Date.now() + 15_000;
   for (;;) {
@@ -196,7 +204,21 @@ export async function startServerCommand(
     }
     await sleep(100);
   }
-  return { url, child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited };
+  return server;
+}
+
+/** SIGKILL to a server still running, and its exit awaited: for a test whose server may be past stopping politely. */
+export async function killServer(server: ServerProcess): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  server.child.kill('SIGKILL');
+  await server.exited;
+}
+
+/** SIGTERM to a server still running, and its exit awaited, at most withinMs before SIGKILL. */
+export async function stopServer(server: ServerProcess, withinMs = 10_000): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  server.child.kill('SIGTERM');
+  if ((await exitWithin(server, withinMs)) === 'late') await server.exited;
 }
 
 /** Waits at most withinMs for the process to exit: its exit status, or 'late' once it had to be killed. */

@@ -2,13 +2,15 @@
  * Redis servers of a test's own, as managed services run them: redis-server processes on free ports,
  * with TLS (certificates made here by openssl: an authority and a server certificate for 127.0.0.1),
  * ACL users, or six nodes joined into a cluster of three masters with one replica each. Nothing is kept
- * on disk but the cluster's node files, in the test's temporary directory.
+ * on disk but the cluster's node files, in the test's temporary directory. The caller stops them
+ * (kill, stop) when its test ends; one still running when the test process ends is killed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './processes.ts';
+import { killAtExit } from './temp.ts';
 import { eventually } from './waiting.ts';
 
 export interface RedisProcess {
@@ -40,6 +42,7 @@ export async function startRedis(dir: string, name: string, lines: string[], tls
     ].join('\n'),
   );
   const child = spawn('redis-server', [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  killAtExit(child);
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (output += c));
   child.stderr!.setEncoding('utf8').on('data', (c: string) => (output += c));
@@ -50,10 +53,15 @@ export async function startRedis(dir: string, name: string, lines: string[], tls
       await exited;
     }
   };
-  await eventually(async () => {
-    if (child.exitCode !== null) throw new Error(`redis-server ${name} exited:\n${output}`);
-    return /Ready to accept connections/.test(output);
-  }, 10_000);
+  try {
+    await eventually(async () => {
+      if (child.exitCode !== null) throw new Error(`redis-server ${name} exited:\n${output}`);
+      return /Ready to accept connections/.test(output);
+    }, 10_000);
+  } catch (err) {
+    await kill();
+    throw err;
+  }
   return { port, child, output: () => output, kill };
 }
 

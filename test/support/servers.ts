@@ -2,7 +2,7 @@
  * In-process servers for the HTTP tests: the app built by buildApp on the engine under test (a real
  * SQLite file in a fresh temporary directory, or a PostgreSQL database of its own), listening on a
  * random port, with an injected clock; and the requests and checks those tests share. Every test
- * builds its own server and closes it.
+ * builds its own server and closes it (or gives it an owner that does).
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import { createLogger } from '../../src/logger.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.ts';
-import { tempDir } from './temp.ts';
+import { atEnd, tempDir, undoAll, type Owner, type Step } from './temp.ts';
 
 export class FakeClock implements Clock {
   ms: number;
@@ -48,64 +48,85 @@ export interface TestServerOptions {
   databaseOf?: TestServer;
   /** Receives every JSON log line. */
   onLog?: (line: string) => void;
+  /** Closes the server when this test or suite ends, if the test has not closed it. */
+  owner?: Owner;
 }
 
-/** Opens the store of the engine under test: a SQLite file in dir, or a fresh PostgreSQL database. */
-async function openEngineStore(dir: string, shared?: TestServer): Promise<{ store: Store; databaseUrl: string; drop(): Promise<void> }> {
-  if (ENGINE === 'sqlite') {
-    const path = join(dir, 'petstore.db');
-    return { store: openSqliteStore({ path, synchronous: 'normal' }), databaseUrl: `sqlite:${path}`, drop: async () => undefined };
-  }
-  if (shared) {
-    return { store: await openTestPostgresStore(shared.databaseUrl), databaseUrl: shared.databaseUrl, drop: async () => undefined };
-  }
-  const database = await createTestDatabase();
-  return { store: await openTestPostgresStore(database.url), databaseUrl: database.url, drop: database.drop };
-}
-
+/**
+ * The app on the engine under test, listening on a random port of 127.0.0.1. Whatever it was given
+ * is undone by close(), each part even when another fails, and also when the start itself fails;
+ * with `options.owner`, close() also runs when that test or suite ends (closing twice is harmless).
+ */
 export async function startTestServer(overrides: Partial<AppConfig> = {}, options: TestServerOptions = {}): Promise<TestServer> {
-  const dir = options.databaseOf?.dir ?? tempDir();
-  const { store, databaseUrl, drop } = await openEngineStore(dir, options.databaseOf);
-  const clock = new FakeClock();
-  const { limiter, cleanup } = await limiterForEngine(clock);
-  // The defaults of a server started with no environment, quiet unless a test asks for the log.
-  const config: AppConfig = {
-    ...loadConfig({}),
-    logLevel: 'silent',
-    ...overrides,
-  };
-  const logger = options.onLog ? createLogger(config.logLevel, { write: (line: string) => options.onLog!(line) }) : undefined;
-  const app = await buildApp(config, { store, limiter, clock, logger });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const address = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    app,
-    store,
-    clock,
-    dir,
-    databaseUrl,
-    async key(plan = 'free', limits) {
-      const env: Environment = config.environment;
-      const created = await createKey(store, env, {
-        plan,
-        rpm: limits ? String(limits.rpm) : undefined,
-        rpd: limits ? String(limits.rpd) : undefined,
-      });
-      return created.key;
-    },
-    async close() {
-      await app.close();
-      await store.close().catch(() => undefined); // a test may have closed it already
-      await limiter.close();
-      await cleanup();
-      if (!options.databaseOf) {
-        await drop();
-        rmSync(dir, { recursive: true, force: true });
+  const undo: Step[] = [];
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= undoAll(undo));
+  if (options.owner) atEnd(options.owner, close);
+  try {
+    const shared = options.databaseOf;
+    let dir: string;
+    let store: Store;
+    let databaseUrl: string;
+    if (shared) {
+      dir = shared.dir;
+      databaseUrl = shared.databaseUrl;
+      store =
+        ENGINE === 'sqlite'
+          ? openSqliteStore({ path: join(dir, 'petstore.db'), synchronous: 'normal' })
+          : await openTestPostgresStore(databaseUrl);
+    } else {
+      dir = tempDir();
+      undo.push(() => rmSync(dir, { recursive: true, force: true, maxRetries: 3 }));
+      if (ENGINE === 'sqlite') {
+        const path = join(dir, 'petstore.db');
+        databaseUrl = `sqlite:${path}`;
+        store = openSqliteStore({ path, synchronous: 'normal' });
+      } else {
+        const database = await createTestDatabase();
+        undo.push(() => database.drop());
+        databaseUrl = database.url;
+        store = await openTestPostgresStore(databaseUrl);
       }
-    },
-  };
+    }
+    undo.push(() => store.close().catch(() => undefined)); // a test may have closed it already
+    const clock = new FakeClock();
+    const { limiter, cleanup } = await limiterForEngine(clock);
+    undo.push(cleanup);
+    undo.push(() => limiter.close());
+    // The defaults of a server started with no environment, quiet unless a test asks for the log.
+    const config: AppConfig = {
+      ...loadConfig({}),
+      logLevel: 'silent',
+      ...overrides,
+    };
+    const logger = options.onLog ? createLogger(config.logLevel, { write: (line: string) => options.onLog!(line) }) : undefined;
+    const app = await buildApp(config, { store, limiter, clock, logger });
+    undo.push(() => app.close());
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const address = app.server.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    return {
+      url: `http://127.0.0.1:${address.port}`,
+      app,
+      store,
+      clock,
+      dir,
+      databaseUrl,
+      async key(plan = 'free', limits) {
+        const env: Environment = config.environment;
+        const created = await createKey(store, env, {
+          plan,
+          rpm: limits ? String(limits.rpm) : undefined,
+          rpd: limits ? String(limits.rpd) : undefined,
+        });
+        return created.key;
+      },
+      close,
+    };
+  } catch (err) {
+    await close().catch(() => undefined); // the start's own failure is the one to report
+    throw err;
+  }
 }
 
 /** fetch with a bearer key and, for objects, a JSON body. */

@@ -12,7 +12,7 @@ import { GroupCommit } from '../../src/storage/sqlite/group-commit.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import { WriteHealth } from '../../src/storage/sqlite/write-health.ts';
 import { SqliteWriter } from '../../src/storage/sqlite/writer.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 
 test('concurrent creates commit together, each with its own id, and all are read back', async (t) => {
   const path = join(tempDir(t), 'pets.db');
@@ -29,7 +29,7 @@ test('concurrent creates commit together, each with its own id, and all are read
 
 test('one failing insert fails only its own create', async (t) => {
   const db = new DatabaseSync(join(tempDir(t), 'check.db'));
-  t.after(() => db.close());
+  atEnd(t, () => db.close());
   db.exec("CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL CHECK (name <> 'bad'))");
   const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id');
   insert.setReadBigInts(true);
@@ -54,7 +54,7 @@ test('one failing insert fails only its own create', async (t) => {
 
 test('a failure to begin that is not a held lock refuses every waiting create at once, not at the end of the lock wait', async (t) => {
   const db = new DatabaseSync(join(tempDir(t), 'begin.db'));
-  t.after(() => db.close());
+  atEnd(t, () => db.close());
   db.exec('CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT NOT NULL)');
   const insert = db.prepare('INSERT INTO pets (name) VALUES (?) RETURNING id');
   insert.setReadBigInts(true);

@@ -14,7 +14,7 @@ import { nearestExhaustion, type WindowLimit } from '../../src/limits/limiter.ts
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { QuotaBlocks, type BlockWindows } from '../../src/limits/quota-blocks.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir, type Owner } from '../support/temp.ts';
 
 /** 12:00:00 UTC on a day: a minute and a day start here. */
 const NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
@@ -190,9 +190,9 @@ describe('the window a decision is reported by', () => {
 
 describe('temporary bans', () => {
   const POLICY: BanPolicy = { threshold: 3, graceMs: 1000, durationMs: 900_000, cacheTtlMs: 2000 };
-  async function banning(t: { after(fn: () => void): void }, policy = POLICY) {
+  async function banning(t: Owner, policy = POLICY) {
     const store = openSqliteStore({ path: join(tempDir(t), 'petstore.db'), synchronous: 'normal' });
-    t.after(() => void store.close());
+    atEnd(t, () => store.close());
     const { clock, limiter } = memoryLimiter(NOON + 10_000);
     const keys = await Promise.all([1, 2].map(() => createKey(store, 'production', { plan: 'free' })));
     return { store, clock, limiter, bans: new KeyBans(store, limiter, policy), ids: keys.map((k) => k.record.id) };
