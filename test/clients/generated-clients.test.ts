@@ -25,9 +25,9 @@ async function output(file: string, args: string[]): Promise<string> {
 
 /** Calls all three operations with both clients; prints what each answered as one JSON line. */
 const program = (base: string, key: string) => `
-import { client } from '../hey/client.gen';
-import * as hey from '../hey/sdk.gen';
-import * as orval from '../orval/petstore';
+import { client } from './hey/client.gen';
+import * as hey from './hey/sdk.gen';
+import * as orval from './orval/petstore';
 
 const BASE = ${JSON.stringify(base)};
 const KEY = ${JSON.stringify(key)};
