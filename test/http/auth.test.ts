@@ -2,9 +2,10 @@
  * Bearer API keys: every way to be refused, environments, revocation, and the headers on each answer.
  * The matrix of routes is the router's own: every route the app registers under the API's base path,
  * recorded as it is registered, is checked against the OpenAPI document's security: an operation that
- * needs a key refuses every request without a valid one, one the document declares keyless answers
- * without, and any other method on an API path is a 405 (which needs no key). A route added later is
- * in the matrix without a change here.
+ * needs a key refuses every request without a valid one (HEAD as its GET), one the document declares
+ * keyless answers without, OPTIONS and the document itself answer without a key, as its introduction
+ * says, and any other method on an API path is a 405 (which needs no key). A route added later is in
+ * the matrix without a change here.
  */
 import assert from 'node:assert/strict';
 import diagnostics from 'node:diagnostics_channel';
@@ -58,10 +59,11 @@ function operationsOf(doc: any): { base: string; operations: Map<string, Operati
       const security = operation.security ?? doc.security ?? [];
       const schema = operation.requestBody?.content?.['application/json']?.schema;
       const example = schema?.$ref ? doc.components.schemas[schema.$ref.split('/').at(-1)].examples?.[0] : schema?.examples?.[0];
-      operations.set(`${method.toUpperCase()} ${base}${path.replace(/\{(\w+)\}/g, ':$1')}`, {
-        needsKey: security.length > 0,
-        body: schema ? JSON.stringify(example ?? {}) : undefined,
-      });
+      const route = `${base}${path.replace(/\{(\w+)\}/g, ':$1')}`;
+      const described = { needsKey: security.length > 0, body: schema ? JSON.stringify(example ?? {}) : undefined };
+      operations.set(`${method.toUpperCase()} ${route}`, described);
+      // HEAD is described once, in the introduction: wherever GET is, with GET's security.
+      if (method === 'get') operations.set(`HEAD ${route}`, described);
     }
   }
   return { base, operations };
@@ -99,7 +101,10 @@ describe('authentication', () => {
   after(() => server.close());
 
   test('every route under the API asks for a key unless the OpenAPI document says it needs none; other methods are 405 without one', async (t) => {
-    const { base, operations } = operationsOf((await call(server, 'GET', `/v1/openapi.json`)).json);
+    const document = await call(server, 'GET', `/v1/openapi.json`);
+    const { base, operations } = operationsOf(document.json);
+    // The introduction's word: OPTIONS answers without a key, and so does the document (just fetched without one).
+    for (const method of ['GET', 'HEAD']) operations.set(`${method} ${base}/openapi.json`, { needsKey: false });
     const api = routes.filter((r) => r.url.startsWith(`${base}/`));
     const registered = new Set(api.map((r) => `${r.method} ${r.url}`));
     for (const operation of operations.keys()) assert.ok(registered.has(operation), `${operation} is documented and registered`);
@@ -118,7 +123,13 @@ describe('authentication', () => {
           body: operation?.body,
         });
       const label = `${method} ${url}`;
-      if (operation === undefined) {
+      if (operation === undefined && method === 'OPTIONS') {
+        await t.test(`${label} is 204 with Allow, without a key`, async () => {
+          const res = await send();
+          assert.equal(res.status, 204, `${label}: ${res.status} ${res.body}`);
+          assert.ok(res.headers.allow, label);
+        });
+      } else if (operation === undefined) {
         // Not an operation of this path: the 405 that restates the document, for anyone.
         await t.test(`${label} is 405 with Allow, without a key`, async () => {
           const res = await send();
