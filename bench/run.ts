@@ -23,7 +23,15 @@
  * BENCH_SKIP_POSTGRES=1 to leave PostgreSQL + Redis out, BENCH_ONLY=<regex> to run only the scenarios
  * whose label matches (the ceiling and the floor always run), BENCH_JSON_SERVER=1 to add json-server
  * as a row for reference, BENCH_STRICT=1 to exit with status 1 when a budget line is missed,
- * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them.
+ * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them, BENCH_AB='<words>' for an A/B
+ * in one run (below).
+ *
+ * The service starts as `npm start` starts it: node with the flags the start script names, if any.
+ * BENCH_AB takes words as `env -S` does (NAME=value for a variable, anything else a flag for node,
+ * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none): every chosen service scenario then runs a
+ * second time, on its own process started that way, labelled [B], in the same alternating rounds; the
+ * report adds B's budget and a table of B's CPU per request over A's, paired round by round, with
+ * both peaks of RSS beside the ceiling's.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
  * as successes), is one entry in `scenarios()` below:
@@ -33,7 +41,7 @@
  * and must get its expected status.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -45,7 +53,6 @@ import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
-import { withThisNode } from '../scripts/this-node.ts';
 import { assertNodeProcess, CLK_TCK, coreTimes, cpuTicks, peakRssMiB, type CoreTimes } from './cpu.ts';
 import {
   createMixKeys,
@@ -82,6 +89,35 @@ const PG_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const REDIS_PREFIX = `petstore-bench-${process.pid}-`;
+
+/** How a service process starts: environment variables (the C allocator's, say) and Node.js flags. */
+interface Launch {
+  env: Record<string, string>;
+  flags: string[];
+}
+/** A: as `npm start` starts the service; B: as BENCH_AB says, for an A/B in one run. */
+type Variant = 'A' | 'B';
+
+/** Words as `env -S` takes them: NAME=value sets a variable, any other word is a flag for node. */
+function launchOf(words: string): Launch {
+  const launch: Launch = { env: {}, flags: [] };
+  for (const word of words.split(/\s+/).filter(Boolean)) {
+    const variable = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(word);
+    if (variable) launch.env[variable[1]!] = variable[2]!;
+    else launch.flags.push(word);
+  }
+  return launch;
+}
+
+/** The start script's Node.js flags: what stands between `exec node` and the command. */
+const START = (() => {
+  const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const flags = /&& exec node\b(.*) dist\/cli\/main\.js serve$/.exec(start);
+  if (!flags) throw new Error(`the start script does not end in "exec node [flags] dist/cli/main.js serve": ${start}`);
+  return launchOf(flags[1]!);
+})();
+const AB = process.env.BENCH_AB === undefined ? undefined : launchOf(process.env.BENCH_AB);
+const describeLaunch = (l: Launch) => [...Object.entries(l.env).map(([k, v]) => `${k}=${v}`), ...l.flags].join(' ') || 'no flags';
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 let nextPort = 19100;
@@ -274,7 +310,13 @@ function startReference(name: string, args: (port: number) => string[], path: st
   return startPinned(name, process.execPath, args(port), {}, `http://127.0.0.1:${port}${path}`, { service: false });
 }
 
-async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
+async function startService(
+  name: string,
+  variant: Variant,
+  dataset: Dataset,
+  redis: boolean,
+  extra: Record<string, string> = {},
+): Promise<Server> {
   const port = nextPort++;
   // wrk's connections all come from 127.0.0.1: no per-address connection cap, whatever BENCH_CONNECTIONS says.
   const env: Record<string, string> = {
@@ -289,11 +331,20 @@ async function startService(name: string, dataset: Dataset, redis: boolean, extr
     made.redis = true;
     Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `${REDIS_PREFIX}${port}` });
   }
-  // Run as `npm start` runs it: the built command, with the Node.js flags its first line names, on this Node.js.
-  return startPinned(name, 'dist/cli/main.js', ['serve'], withThisNode(env), `http://127.0.0.1:${port}/healthz`, {
-    service: true,
-    dataset,
-  });
+  // Run as `npm start` runs it: node with the start script's flags (if any), on this Node.js; the
+  // variant's allocator variables and flags, in a BENCH_AB run, instead.
+  const { env: variantEnv, flags } = variant === 'B' ? AB! : START;
+  return startPinned(
+    name,
+    process.execPath,
+    [...flags, 'dist/cli/main.js', 'serve'],
+    { ...env, ...variantEnv },
+    `http://127.0.0.1:${port}/healthz`,
+    {
+      service: true,
+      dataset,
+    },
+  );
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -370,17 +421,51 @@ function scenarios(withPostgres: boolean): Scenario[] {
       { label: L.pgMix, server: 'postgres-mix', path: '/v1/pets', mix: true },
     );
   }
-  return list.filter((s) => !ONLY || s.server === 'ceiling' || s.server === 'floor' || ONLY.test(s.label));
+  const chosen = list.filter((s) => !ONLY || REFERENCES.has(s.server) || ONLY.test(s.label));
+  // In an A/B run each service scenario runs on a second process started the other way, in the same rounds.
+  if (!AB) return chosen;
+  return [
+    ...chosen,
+    ...chosen.filter((s) => !REFERENCES.has(s.server)).map((s) => ({ ...s, label: s.label + B_LABEL, server: s.server + B_SERVER })),
+  ];
 }
+
+/** The servers that are not the service. */
+const REFERENCES = new Set(['ceiling', 'floor', 'json-server']);
+const B_LABEL = ' [B]';
+const B_SERVER = '+B';
 
 /** How each server starts; only those some chosen scenario names are started. */
 function serverStarts(body: string, mixRuns: number, partsPerRun: number): Record<string, () => Promise<Server>> {
+  // Read-only data is shared by the A and B processes; data they write (creates, the mix's keys) is not.
   const sqlite1k = once(() => sqliteDataset('small', 1_000, PET_STATUSES));
   const sqlite1m = once(() => sqliteDataset('large', 1_000_000, PET_STATUSES));
   const pg1k = once(() => postgresDataset('small', 1_000, PET_STATUSES));
   const pg1m = once(() => postgresDataset('large', 1_000_000, PET_STATUSES));
   // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/page-cache.ts keeps nothing in 0 bytes).
   const noCache = { PAGE_CACHE_BYTES: '0' };
+  const services = (v: Variant): Record<string, () => Promise<Server>> => {
+    const name = (n: string) => (v === 'A' ? n : n + B_SERVER);
+    const own = (n: string) => (v === 'A' ? n : `${n}_b`);
+    return {
+      'sqlite-1k': async () => startService(name('sqlite-1k'), v, await sqlite1k(), false),
+      'sqlite-1m': async () => startService(name('sqlite-1m'), v, await sqlite1m(), false),
+      'sqlite-post': async () => startService(name('sqlite-post'), v, await sqliteDataset(own('post'), 1_000, PET_STATUSES), false),
+      // The same data without the finished-page cache, to show what the cache is worth in this run.
+      'sqlite-1k-no-cache': async () => startService(name('sqlite-1k-no-cache'), v, await sqlite1k(), false, noCache),
+      'sqlite-1m-no-cache': async () => startService(name('sqlite-1m-no-cache'), v, await sqlite1m(), false, noCache),
+      'sqlite-mix': async () =>
+        startService(name('sqlite-mix'), v, await sqliteDataset(own('mix'), MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), false),
+      'postgres-1k': async () => startService(name('postgres-1k'), v, await pg1k(), true),
+      'postgres-1m': async () => startService(name('postgres-1m'), v, await pg1m(), true),
+      'postgres-post': async () => startService(name('postgres-post'), v, await postgresDataset(own('post'), 1_000, PET_STATUSES), true),
+      'postgres-1k-no-cache': async () => startService(name('postgres-1k-no-cache'), v, await pg1k(), true, noCache),
+      'postgres-1m-no-cache': async () => startService(name('postgres-1m-no-cache'), v, await pg1m(), true, noCache),
+      'postgres-mix': async () =>
+        startService(name('postgres-mix'), v, await postgresDataset(own('mix'), MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), true),
+    };
+  };
+  const b = AB ? Object.fromEntries(Object.entries(services('B')).map(([k, start]) => [k + B_SERVER, start])) : {};
   return {
     ceiling: () => startReference('ceiling', (port) => ['bench/ceiling.mjs', String(port), body], '/'),
     floor: () => startReference('floor', (port) => ['bench/fastify-floor.mjs', String(port), body], '/'),
@@ -391,21 +476,8 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
       writeFileSync(db, JSON.stringify({ pets: firstPage() }));
       return startReference('json-server', (port) => [cli, '--quiet', '--port', String(port), db], '/pets');
     },
-    'sqlite-1k': async () => startService('sqlite-1k', await sqlite1k(), false),
-    'sqlite-1m': async () => startService('sqlite-1m', await sqlite1m(), false),
-    'sqlite-post': async () => startService('sqlite-post', await sqliteDataset('post', 1_000, PET_STATUSES), false),
-    // The same data without the finished-page cache, to show what the cache is worth in this run.
-    'sqlite-1k-no-cache': async () => startService('sqlite-1k-no-cache', await sqlite1k(), false, noCache),
-    'sqlite-1m-no-cache': async () => startService('sqlite-1m-no-cache', await sqlite1m(), false, noCache),
-    'sqlite-mix': async () =>
-      startService('sqlite-mix', await sqliteDataset('mix', MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), false),
-    'postgres-1k': async () => startService('postgres-1k', await pg1k(), true),
-    'postgres-1m': async () => startService('postgres-1m', await pg1m(), true),
-    'postgres-post': async () => startService('postgres-post', await postgresDataset('post', 1_000, PET_STATUSES), true),
-    'postgres-1k-no-cache': async () => startService('postgres-1k-no-cache', await pg1k(), true, noCache),
-    'postgres-1m-no-cache': async () => startService('postgres-1m-no-cache', await pg1m(), true, noCache),
-    'postgres-mix': async () =>
-      startService('postgres-mix', await postgresDataset('mix', MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), true),
+    ...services('A'),
+    ...b,
   };
 }
 
@@ -645,8 +717,12 @@ interface BudgetLine {
   met: boolean | undefined;
 }
 
-function budget(rows: Row[]): BudgetLine[] {
-  const get = (label: string) => rows.find((r) => r.label === label);
+/** The budget of the service started as `npm start` does, or (variant B) as BENCH_AB says. */
+function budget(all: Row[], variant: Variant = 'A'): BudgetLine[] {
+  const suffix = variant === 'B' ? B_LABEL : '';
+  const ceiling = all.find((r) => r.label === L.ceiling);
+  const rows = all.filter((r) => !r.service || r.label.endsWith(B_LABEL) === (variant === 'B'));
+  const get = (label: string) => rows.find((r) => r.label === label + suffix);
   const lines: BudgetLine[] = [];
   const notMeasured = (line: string) => lines.push({ line, measured: 'not measured', met: undefined });
   const ratio = (line: string, label: string, least: number) => {
@@ -673,7 +749,7 @@ function budget(rows: Row[]): BudgetLine[] {
     const peak = services.reduce((a, r) => (r.rssMiB > a.rssMiB ? r : a));
     lines.push({
       line: 'peak RSS (max VmHWM over service processes) < 120 MiB',
-      measured: `${peak.rssMiB.toFixed(1)} MiB (${peak.server})`,
+      measured: `${peak.rssMiB.toFixed(1)} MiB (${peak.server}); the ceiling's ${ceiling ? ceiling.rssMiB.toFixed(1) : '–'} MiB`,
       met: peak.rssMiB < 120,
     });
   } else notMeasured('peak RSS (max VmHWM over service processes) < 120 MiB');
@@ -696,6 +772,45 @@ function budget(rows: Row[]): BudgetLine[] {
     });
   } else notMeasured('no unexpected non-2xx answers under load');
   return lines;
+}
+
+function budgetTable(title: string, lines: BudgetLine[]): string[] {
+  return [
+    `| ${title} (medians over rounds) | Measured | Met |`,
+    '|---|---:|---|',
+    ...lines.map((b) => `| ${b.line} | ${b.measured} | ${b.met === undefined ? 'not measured' : b.met ? 'yes' : 'NO'} |`),
+    '',
+  ];
+}
+
+/**
+ * A against B, scenario by scenario: B's CPU per request over A's, paired round by round (below 1, B
+ * costs less), and both processes' peak RSS beside the ceiling's from the same run.
+ */
+function abTable(rows: Row[]): string[] {
+  const ceiling = rows.find((r) => r.label === L.ceiling)!;
+  const out = [
+    `A/B in one run, rounds alternating: A = ${describeLaunch(START)}; B = ${describeLaunch(AB!)}. ` +
+      `The ceiling's peak RSS: ${ceiling.rssMiB.toFixed(1)} MiB.`,
+    '',
+    '| Scenario | CPU µs/req A | B | B / A per round, min / median / max | ratio to the ceiling A | B | peak RSS MiB A | B |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const a of rows.filter((r) => r.service && !r.label.endsWith(B_LABEL))) {
+    const b = rows.find((r) => r.label === a.label + B_LABEL);
+    if (!b) continue;
+    const paired = a.samples.flatMap((x, i) => {
+      const y = b.samples[i]!;
+      return x.ticks >= MIN_TICKS && y.ticks >= MIN_TICKS ? [y.cpuUs / x.cpuUs] : [];
+    });
+    const ab = paired.length ? spreadOf(paired) : undefined;
+    out.push(
+      `| ${a.label} | ${a.cpuUs.median.toFixed(1)} | ${b.cpuUs.median.toFixed(1)} | ` +
+        `${ab ? `${f2(ab.min)} / **${f2(ab.median)}** / ${f2(ab.max)}` : '–'} | ${f2(a.cpuRatio.median)} | ${f2(b.cpuRatio.median)} | ` +
+        `${a.rssMiB.toFixed(0)} | ${b.rssMiB.toFixed(0)} |`,
+    );
+  }
+  return [...out, ''];
 }
 
 /** What to know before trusting the figures: resolution, noise, saturation, the mix's make-up. */
@@ -822,10 +937,8 @@ async function main(): Promise<number> {
     '',
     ...scenarioTable(rows),
     '',
-    '| Budget (medians over rounds) | Measured | Met |',
-    '|---|---:|---|',
-    ...budgetLines.map((b) => `| ${b.line} | ${b.measured} | ${b.met === undefined ? 'not measured' : b.met ? 'yes' : 'NO'} |`),
-    '',
+    ...budgetTable(AB ? `Budget, A: ${describeLaunch(START)}` : 'Budget', budgetLines),
+    ...(AB ? [...budgetTable(`Budget, B: ${describeLaunch(AB)}`, budget(rows, 'B')), ...abTable(rows)] : []),
     ...notes(rows),
     `- Run time: ${Math.floor(minutes)} min ${Math.round((minutes % 1) * 60)} s.`,
   ];
