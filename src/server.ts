@@ -7,7 +7,6 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import v8 from 'node:v8';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { ConfigError, redisUrls, type Config } from './config.ts';
@@ -41,21 +40,6 @@ function readNamedFile(variable: string, path: string): Buffer {
 function readTls(config: Readonly<Config>): TlsFiles | undefined {
   if (!config.tls) return undefined;
   return { cert: readNamedFile('TLS_CERT', config.tls.certPath), key: readNamedFile('TLS_KEY', config.tls.keyPath) };
-}
-
-/**
- * V8 lets the old generation grow to about four times what survived the last full collection before
- * collecting again. The service keeps little alive (some 25 MB under the benchmark's mixes) but,
- * under load, promotes much that dies soon after: requests waiting on the database and Redis outlive
- * two young-generation collections. With V8's factor the heap swelled to about 90 MB between full
- * collections. Growing by 30 % instead took some 15-20 MiB off the peak of an instance serving the
- * benchmark's mixes (141-156 to 124-130 MiB, alone; about 118 with the allocator settings of the
- * command's first line); the full collections it adds cost 1-4 % of the CPU (measured by their pauses;
- * BENCHMARKS.md). Unlike the young generation's size, this factor is read at every collection, so it
- * can be set here rather than on every command line.
- */
-function boundHeapGrowth(): void {
-  v8.setFlagsFromString('--heap-growing-percent=30');
 }
 
 /** Where Redis is, for messages and the log: hosts and ports, never the credentials. */
@@ -147,7 +131,6 @@ async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<v
 
 /** Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on. */
 export async function startServer(config: Readonly<Config>, tracing?: Tracing): Promise<FastifyInstance> {
-  boundHeapGrowth();
   const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
   const metrics = createMetrics();
   const store = await openStore(config, tracing?.traceSqlite, {
