@@ -24,7 +24,7 @@ const testFiles = [
   'test/http/auth.test.ts',
   'test/http/operations.test.ts',
   // The bad-body table: what each malformed, duplicated or oversized JSON body is refused with
-  // (json-body.ts; units/domain.test.ts holds its number scanner's unit tests).
+  // (json-bodies.ts; units/domain.test.ts holds its number scanner's unit tests).
   'test/http/errors.test.ts',
 ];
 // The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
@@ -33,7 +33,7 @@ if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out/quota-bl
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
-  mutate: ['src/limits/*.ts', 'src/domain/ttl-cache.ts', 'src/services/idempotent-creates.ts', 'src/http/json-body.ts'],
+  mutate: ['src/limits/*.ts', 'src/domain/ttl-cache.ts', 'src/services/idempotent-creates.ts', 'src/http/hooks/json-bodies.ts'],
   // Each test file runs as `node --test-reporter=tap FILE` (Node strips the types; there is no build),
   // and counts as one test: a mutant runs only the files that reached it.
   testRunner: 'tap',

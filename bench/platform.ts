@@ -6,7 +6,7 @@
  * (reference-packages.ts).
  *
  * - JSON request bodies: lossless-json (as the service used it) against JSON.parse, the duplicate-key
- *   check and the source-text reviver (src/http/json-body.ts).
+ *   check and the source-text reviver (src/http/hooks/json-bodies.ts).
  * - SQLite: better-sqlite3 against node:sqlite, on the store's own statements.
  * - TypeScript: starting the CLI and running two test files through tsx against Node's type stripping.
  */
@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { PET_STATUSES } from '../src/domain/pet.ts';
-import { exactInteger, exactTopLevelIntegers, parseJsonBody } from '../src/http/json-body.ts';
+import { exactInteger, exactTopLevelIntegers, parseJsonBody } from '../src/http/hooks/json-bodies.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { referencePackage } from './reference-packages.ts';
 

@@ -442,7 +442,7 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
   const sqlite1m = once(() => sqliteDataset('large', 1_000_000, PET_STATUSES));
   const pg1k = once(() => postgresDataset('small', 1_000, PET_STATUSES));
   const pg1m = once(() => postgresDataset('large', 1_000_000, PET_STATUSES));
-  // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/page-cache.ts keeps nothing in 0 bytes).
+  // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/answers/page-cache.ts keeps nothing in 0 bytes).
   const noCache = { PAGE_CACHE_BYTES: '0' };
   const services = (v: Variant): Record<string, () => Promise<Server>> => {
     const name = (n: string) => (v === 'A' ? n : n + B_SERVER);

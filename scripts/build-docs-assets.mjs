@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 
-/** The name src/http/routes/docs.ts reads. */
+/** The name src/http/site/docs.ts reads. */
 const NAME = 'scalar.standalone.js';
 
 // The package's exports list neither its browser bundle nor its package.json: the bundle is found next

@@ -5,7 +5,7 @@
  */
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { renderOpenApi } from '../src/http/openapi.ts';
+import { renderOpenApi } from '../src/http/contract/openapi.ts';
 import { MemoryRateLimiter } from '../src/limits/memory.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 

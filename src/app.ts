@@ -7,26 +7,27 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Socket } from 'node:net';
 import type { AppField, Config } from './config.ts';
 import { CursorCodec } from './domain/cursor.ts';
-import { KeyAuthenticator } from './http/authenticate.ts';
-import { errorHandling } from './http/errors.ts';
-import { unroutedAnswers } from './http/unrouted-answers.ts';
-import { addressLimits } from './http/address-limits.ts';
-import { draining } from './http/draining.ts';
-import { hostCheck } from './http/host-check.ts';
-import { requestIdOf, requestIds } from './http/request-id.ts';
-import { api, API_PREFIX } from './http/api.ts';
-import { clientAddress } from './http/client-address.ts';
-import { capConnections } from './http/connection-caps.ts';
-import { createGuard, guardedRequests } from './http/guard.ts';
-import { unreadBodies } from './http/request-bodies.ts';
-import { createNodeServer, type TlsFiles } from './http/node-server.ts';
-import { observation, unroutedRecorder } from './http/observe.ts';
-import { securityHeaders } from './http/security-headers.ts';
-import { BODY_LIMIT_BYTES, jsonBodies } from './http/json-body.ts';
-import { docs } from './http/routes/docs.ts';
-import { health } from './http/routes/health.ts';
-import { root } from './http/routes/root.ts';
-import { validation } from './http/validation.ts';
+import { KeyAuthenticator } from './http/api/key-authenticator.ts';
+import { errorHandling } from './http/hooks/error-handling.ts';
+import { unroutedAnswers } from './http/server/unrouted-answers.ts';
+import { addressLimits } from './http/api/address-limits.ts';
+import { draining } from './http/hooks/draining.ts';
+import { hostCheck } from './http/hooks/host-check.ts';
+import { requestIdOf, requestIds } from './http/hooks/request-ids.ts';
+import { api } from './http/api/api.ts';
+import { API_PREFIX } from './http/urls.ts';
+import { clientAddress } from './http/hooks/client-address.ts';
+import { capConnections } from './http/server/connection-caps.ts';
+import { createGuard, guardedRequests } from './http/api/guarded-requests.ts';
+import { unreadBodies } from './http/hooks/unread-bodies.ts';
+import { createNodeServer, type TlsFiles } from './http/server/node-server.ts';
+import { observation, unroutedRecorder } from './http/hooks/observation.ts';
+import { securityHeaders } from './http/hooks/security-headers.ts';
+import { BODY_LIMIT_BYTES, jsonBodies } from './http/hooks/json-bodies.ts';
+import { docs } from './http/site/docs.ts';
+import { health } from './http/site/health.ts';
+import { root } from './http/site/root.ts';
+import { validation } from './http/hooks/validation.ts';
 import { KeyBans } from './limits/bans.ts';
 import type { RateLimiter } from './limits/limiter.ts';
 import type { Store } from './storage/store.ts';
@@ -50,7 +51,7 @@ export interface AppDeps {
   /** Certificate and key for the built-in HTTPS listener; plain HTTP without them. */
   tls?: TlsFiles;
   /**
-   * Collect the routes' schemas into the OpenAPI document (`app.swagger()`, src/http/openapi.ts), for
+   * Collect the routes' schemas into the OpenAPI document (`app.swagger()`, src/http/contract/openapi.ts), for
    * `npm run openapi` and the test that compares it with the committed openapi.json. The server never
    * does: it serves that file.
    */
@@ -148,7 +149,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
     metrics,
   });
-  if (deps.describeRoutes) await (await import('./http/openapi.ts')).registerOpenApi(app, API_PREFIX);
+  if (deps.describeRoutes) await (await import('./http/contract/openapi.ts')).registerOpenApi(app, API_PREFIX);
   const cursors = new CursorCodec(await deps.store.cursorSecret());
   await app.register(api, {
     prefix: API_PREFIX,

@@ -7,7 +7,7 @@
  * exits 1. Only the CLI reads process.env; everything else receives a Config.
  */
 import { ENVIRONMENTS } from './domain/api-key.ts';
-import { proxyList, type ProxyTrust } from './http/client-address.ts';
+import { proxyList, type ProxyTrust } from './domain/addresses.ts';
 import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env, Schema } from './config/variable.ts';
 
 export { ConfigError } from './config/variable.ts';

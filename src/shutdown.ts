@@ -1,7 +1,7 @@
 /**
  * Graceful shutdown of a listening app, bounded by SHUTDOWN_TIMEOUT_MS from the signal:
  *  1. Drain (SHUTDOWN_DRAIN_MS) while still listening: /readyz answers 503. Without a proxy every
- *     answer ends its connection; behind one (TRUST_PROXY) connections stay alive (http/draining.ts).
+ *     answer ends its connection; behind one (TRUST_PROXY) connections stay alive (http/hooks/draining.ts).
  *  2. Stop listening: a new connection is refused, which a proxy retries on another instance even
  *     for a POST, since it sent nothing. Connections already open are kept, and every answer on them
  *     ends its connection. Behind a proxy an idle one is left for the proxy to close (at its own

@@ -106,7 +106,7 @@ test('the runtime stage installs production dependencies without scripts and cop
   const runtimeStage = dockerfile.slice(dockerfile.indexOf('\nFROM ', dockerfile.indexOf('AS build')));
   assert.match(runtimeStage, /npm ci --omit=dev --ignore-scripts/);
   for (const built of ['dist', 'assets']) assert.match(runtimeStage, new RegExp(`^COPY --from=build /app/${built} \\./${built}$`, 'm'));
-  // The server reads the committed OpenAPI document at start to serve it (src/http/routes/openapi-document.ts).
+  // The server reads the committed OpenAPI document at start to serve it (src/http/site/openapi-document.ts).
   assert.match(runtimeStage, /^COPY openapi\.json \.\/$/m, 'the runtime stage has the OpenAPI document the server serves');
   assert.doesNotMatch(read('.dockerignore'), /^openapi\.json$/m);
   assert.doesNotMatch(dockerfile, /g\+\+|python3|build-essential/, 'nothing is compiled');

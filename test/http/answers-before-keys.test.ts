@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { proxyList } from '../../src/http/client-address.ts';
+import { proxyList } from '../../src/domain/addresses.ts';
 import { openSocket, parseAnswer, sendRaw, untilClosed, type RawAnswer } from '../support/raw-http.ts';
 import { startTestServer, type TestServer } from '../support/servers.ts';
 

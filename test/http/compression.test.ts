@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { chooseCoding } from '../../src/http/compression.ts';
+import { chooseCoding } from '../../src/http/answers/compression.ts';
 import { request, type HttpResult } from '../support/raw-http.ts';
 import { startTestServer, type TestServer } from '../support/servers.ts';
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { noneMatchHits } from '../../src/http/conditional.ts';
+import { noneMatchHits } from '../../src/http/answers/conditional.ts';
 import { call, startTestServer, type TestServer } from '../support/servers.ts';
 import { request } from '../support/raw-http.ts';
 

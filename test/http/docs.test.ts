@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { RENDERER_FILE } from '../../src/http/routes/docs.ts';
+import { RENDERER_FILE } from '../../src/http/site/docs.ts';
 import { startTestServer, type TestServer } from '../support/servers.ts';
 import { request } from '../support/raw-http.ts';
 

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { generateOpenApiDocument } from '../../scripts/openapi-document.ts';
-import { ERROR_CODES } from '../../src/http/api-error.ts';
+import { ERROR_CODES } from '../../src/http/contract/api-error.ts';
 import { request } from '../support/raw-http.ts';
 import { call, startTestServer, type TestServer } from '../support/servers.ts';
 

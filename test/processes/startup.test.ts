@@ -108,7 +108,7 @@ describe('the start line and GET /', () => {
 
 describe('what serve loads', () => {
   // Node's bundled fetch and WebSocket client is memory the server never uses; an ESM import of
-  // node:http loads it (src/http/node-http.ts). The list of Node's internal modules the process
+  // node:http loads it (src/http/server/node-http.ts). The list of Node's internal modules the process
   // loaded is written as it exits, after it served a few requests.
   test("serve answers requests without loading Node's bundled fetch client", async (t) => {
     const dir = tempDir(t);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
-import { addressBucket, normaliseAddress, resolveClientAddress } from '../../src/http/client-address.ts';
+import { addressBucket, normaliseAddress, resolveClientAddress } from '../../src/domain/addresses.ts';
 
 const trust = (value: string) => loadConfig({ TRUST_PROXY: value }).trustProxy;
 

@@ -8,7 +8,7 @@ import { CursorCodec, type CursorPosition } from '../../src/domain/cursor.ts';
 import { hmacSha256, MAC_MESSAGE_MAX } from '../../src/domain/hmac.ts';
 import { inDecimalOrder, INT64_MAX, isPositiveInt64 } from '../../src/domain/int64.ts';
 import { nameProblem, PET_STATUSES } from '../../src/domain/pet.ts';
-import { exactInteger, exactTopLevelIntegers } from '../../src/http/json-body.ts';
+import { exactInteger, exactTopLevelIntegers } from '../../src/http/hooks/json-bodies.ts';
 
 const SECRET = 'a'.repeat(64);
 const BASE64URL = /^[A-Za-z0-9_-]+$/;

@@ -1,9 +1,9 @@
 /** The answer caches keep the most recently used entries within their byte budgets, each for its lifetime. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compress } from '../../src/http/compression.ts';
-import { BUFFER_OVERHEAD_BYTES, ENTRY_OVERHEAD_BYTES, PageCache } from '../../src/http/page-cache.ts';
-import type { Representation } from '../../src/http/representation.ts';
+import { compress } from '../../src/http/answers/compression.ts';
+import { BUFFER_OVERHEAD_BYTES, ENTRY_OVERHEAD_BYTES, PageCache } from '../../src/http/answers/page-cache.ts';
+import type { Representation } from '../../src/http/answers/representation.ts';
 import { PetJsonCache } from '../../src/storage/sqlite/pet-json-cache.ts';
 
 const page = (n: number) => ({ body: `[${n}]`, link: `<${n}>`, etag: `"${n}"`, encoded: {} as Representation['encoded'] });

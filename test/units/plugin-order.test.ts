@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import Fastify from 'fastify';
-import { addressLimits as createAddressLimits } from '../../src/http/address-limits.ts';
-import { api } from '../../src/http/api.ts';
-import { hostCheck } from '../../src/http/host-check.ts';
-import { observation } from '../../src/http/observe.ts';
-import { requestIds } from '../../src/http/request-id.ts';
-import { securityHeaders } from '../../src/http/security-headers.ts';
+import { addressLimits as createAddressLimits } from '../../src/http/api/address-limits.ts';
+import { api } from '../../src/http/api/api.ts';
+import { hostCheck } from '../../src/http/hooks/host-check.ts';
+import { observation } from '../../src/http/hooks/observation.ts';
+import { requestIds } from '../../src/http/hooks/request-ids.ts';
+import { securityHeaders } from '../../src/http/hooks/security-headers.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { createMetrics } from '../../src/metrics.ts';
 

@@ -1,0 +1,144 @@
+/**
+ * Answers kept serialised, least recently used first out: full list pages (body, tag, compressed forms
+ * and Link header as first computed, served without a query), the last pages' compressed forms, and,
+ * with the same class, found pets (get-pet.ts), which never change. Only a page that has a next page
+ * is kept as final; the last page of a list (which grows) is always read fresh.
+ *
+ * Pets are never updated or deleted, and a new pet takes an id above every id a full page covers, so
+ * a full page changes only where ids are committed out of order:
+ * - SQLite serialises its writers, so a full page is final there and is kept until evicted.
+ * - PostgreSQL hands out sequence values before commit, so for a moment a slower transaction can
+ *   still fill a gap below a page's last id. A full page is kept there for `ttlMs` only: a reader sees
+ *   such a late pet at most that much later than a reader who queried, which is the same kind of lag
+ *   a client paging through already has (it may have passed that id before the pet committed).
+ * Where pages expire, the expired ones at the least recently used end are dropped as new pages are kept.
+ */
+import { stringBytes } from '../../domain/string-bytes.ts';
+import type { Representation } from './representation.ts';
+
+export interface CachedPage extends Representation {
+  link: string;
+}
+
+/** What the cache can measure: a representation and, on a list page, its Link. */
+type Kept = Representation & { readonly link?: string };
+
+interface Entry<V> {
+  readonly value: V;
+  bytes: number;
+  readonly expiresAtMs: number;
+}
+
+/**
+ * What an entry holds besides its texts and compressed bytes: the Map's slot, the entry, value and
+ * `encoded` objects, string headers (about 455 bytes measured), and each Buffer's objects (about 160).
+ */
+export const ENTRY_OVERHEAD_BYTES = 480;
+export const BUFFER_OVERHEAD_BYTES = 200;
+
+/** Bytes an entry holds: key, body, tag, Link, and each compressed form's whole backing memory. */
+function entryBytes(key: string, value: Kept): number {
+  let bytes = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(value.body) + value.etag.length;
+  if (value.link !== undefined) bytes += stringBytes(value.link);
+  // The backing ArrayBuffer, not the view: a slice of a larger buffer keeps all of it alive.
+  for (const coded of [value.encoded.br, value.encoded.gzip]) if (coded) bytes += coded.buffer.byteLength + BUFFER_OVERHEAD_BYTES;
+  return bytes;
+}
+
+export interface PageCacheOptions {
+  /** Bytes the entries may hold in all, as counted by entryBytes (0: keeps nothing). */
+  maxBytes: number;
+  /** How long an entry is served after it was read; Infinity where entries are final. */
+  ttlMs: number;
+  now: () => number;
+}
+
+/** Bounded by the bytes its entries hold: beyond `maxBytes` the least recently used go first. */
+export class PageCache<V extends Kept = CachedPage> {
+  readonly #pages = new Map<string, Entry<V>>();
+  #bytes = 0;
+
+  readonly #maxBytes: number;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+
+  constructor({ maxBytes, ttlMs, now }: PageCacheOptions) {
+    this.#maxBytes = maxBytes;
+    this.#ttlMs = ttlMs;
+    this.#now = now;
+  }
+
+  /** How many entries the cache holds, expired ones not yet dropped included. */
+  get size(): number {
+    return this.#pages.size;
+  }
+
+  /** Bytes the entries hold, expired ones not yet dropped included. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** The cached answer: its `encoded` forms are shared with every later hit, so they are made once. */
+  get(key: string): V | undefined {
+    const page = this.#pages.get(key);
+    if (page === undefined) return undefined;
+    this.#pages.delete(key);
+    if (page.expiresAtMs !== Infinity && page.expiresAtMs <= this.#now()) {
+      this.#bytes -= page.bytes;
+      return undefined; // final pages need no clock
+    }
+    // Map keeps insertion order: re-inserting marks the page as most recently used.
+    this.#pages.set(key, page);
+    return page.value;
+  }
+
+  /** Keeps the answer as the most recently used, unless it alone is larger than the whole budget. */
+  set(key: string, value: V): void {
+    if (this.#ttlMs <= 0) return;
+    const nowMs = this.#now();
+    if (this.#ttlMs !== Infinity) this.#dropExpired(nowMs);
+    this.#delete(key);
+    const bytes = entryBytes(key, value);
+    if (bytes > this.#maxBytes) return;
+    this.#pages.set(key, { value, bytes, expiresAtMs: nowMs + this.#ttlMs });
+    this.#bytes += bytes;
+    this.#evictBeyondBudget();
+  }
+
+  /**
+   * Counts an entry again after a compressed form was added to it (sendRepresentation's onCompressed),
+   * evicting the least recently used, or the entry itself when it no longer fits at all.
+   */
+  remeasure(key: string): void {
+    const page = this.#pages.get(key);
+    if (page === undefined) return;
+    const bytes = entryBytes(key, page.value);
+    this.#bytes += bytes - page.bytes;
+    page.bytes = bytes;
+    if (bytes > this.#maxBytes) this.#delete(key);
+    else this.#evictBeyondBudget();
+  }
+
+  #delete(key: string): void {
+    const page = this.#pages.get(key);
+    if (page === undefined) return;
+    this.#pages.delete(key);
+    this.#bytes -= page.bytes;
+  }
+
+  #evictBeyondBudget(): void {
+    while (this.#bytes > this.#maxBytes) this.#delete(this.#pages.keys().next().value!);
+  }
+
+  /**
+   * Drops the least recently used pages that have expired, up to the first that has not: a page no
+   * one asks for again would otherwise be held until the cache is full. Each page is dropped once, so
+   * keeping a page costs one look at the oldest page, plus the drops it makes.
+   */
+  #dropExpired(nowMs: number): void {
+    for (const [key, page] of this.#pages) {
+      if (page.expiresAtMs > nowMs) return;
+      this.#delete(key);
+    }
+  }
+}

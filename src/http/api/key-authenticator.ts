@@ -1,0 +1,147 @@
+/**
+ * Bearer API keys. A key is looked up by the SHA-256 of the whole key on an indexed column, so an
+ * unknown key and a wrong key cost the same and nothing secret is compared byte by byte in our code.
+ * Found keys are cached for a short time (KEY_CACHE_TTL_MS, at most 5 s), which bounds how late a
+ * revocation takes effect on every instance. Unknown keys are remembered as unknown for as long, in a
+ * cache of their own: a key is 256 random bits shown only once it is stored, so no client can present
+ * it before it exists, and a created key still works at once. Concurrent lookups of one key share one
+ * query.
+ */
+import type { FastifyRequest } from 'fastify';
+import { environmentOfKey, hashKey, hasIssuedLength, type ApiKey, type Environment } from '../../domain/api-key.ts';
+import { HOUR_MS } from '../../domain/durations.ts';
+import { TtlCache } from '../../domain/ttl-cache.ts';
+import type { KeyStore } from '../../storage/store.ts';
+import { ApiError } from '../contract/api-error.ts';
+
+/** A refused key that exists (revoked, expired) is named by `keyId`, so the log shows who still sends it. */
+export type AuthResult = { key: ApiKey } | { key: undefined; failure: ApiError; keyId?: string };
+
+const BEARER = /^Bearer +([A-Za-z0-9_-]{1,200}) *$/i;
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer realm="petstore"' };
+
+function unauthorized(message: string, keyId?: string): AuthResult {
+  return { key: undefined, failure: new ApiError('unauthorized', message, { headers: CHALLENGE }), keyId };
+}
+
+export interface KeyAuthenticatorOptions {
+  environment: Environment;
+  /** How long a found key, or a key found not to exist, is remembered (KEY_CACHE_TTL_MS). */
+  cacheTtlMs: number;
+  now: () => number;
+  /** Told of every store lookup, for the metric. */
+  onLookup?: () => void;
+}
+
+export class KeyAuthenticator {
+  readonly #keys: KeyStore;
+  readonly #environment: Environment;
+  readonly #cache: TtlCache<string, ApiKey>;
+  /** Kept apart from #cache, so a flood of random keys that fills it never evicts a valid key. */
+  readonly #unknown: TtlCache<string, true>;
+  /**
+   * The hashes of keys found in the store within the last hour. Not to authenticate (revocations are
+   * seen through #cache), only to tell a key that exists from a made-up one before a lookup.
+   */
+  readonly #found = new TtlCache<string, true>({ ttlMs: HOUR_MS });
+  /** The lookup on its way for each key, which every request presenting that key waits for. */
+  readonly #inFlight = new Map<string, Promise<ApiKey | undefined>>();
+  readonly #now: () => number;
+  readonly #onLookup: () => void;
+
+  constructor(keys: KeyStore, options: KeyAuthenticatorOptions) {
+    this.#keys = keys;
+    this.#environment = options.environment;
+    this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs });
+    this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs });
+    this.#now = options.now;
+    this.#onLookup = options.onLookup ?? (() => undefined);
+  }
+
+  async authenticate(request: FastifyRequest): Promise<AuthResult> {
+    const token = this.#token(request);
+    return typeof token === 'string' ? this.#check(await this.#lookup(token)) : token;
+  }
+
+  /**
+   * The same answer as authenticate, when it needs no store lookup: no key, a malformed one, or a key
+   * remembered as found or as unknown. Undefined when only authenticate can tell.
+   */
+  authenticateNow(request: FastifyRequest): AuthResult | undefined {
+    const token = this.#token(request);
+    if (typeof token !== 'string') return token;
+    const now = this.#now();
+    const key = this.#cache.get(token, now);
+    if (key) return this.#check(key);
+    return this.#unknown.get(token, now) ? this.#check(undefined) : undefined;
+  }
+
+  /**
+   * Whether authenticate would start a store lookup of a key this instance has not found in the last
+   * hour: one neither remembered, nor on its way, nor known to exist.
+   */
+  wouldLookUpNewKey(request: FastifyRequest): boolean {
+    const token = this.#token(request);
+    if (typeof token !== 'string' || this.#inFlight.has(token)) return false;
+    const now = this.#now();
+    if (this.#cache.get(token, now) !== undefined || this.#unknown.get(token, now) !== undefined) return false;
+    return this.#found.get(hashKey(token), now) === undefined;
+  }
+
+  /** The key the request presents, or the refusal when it presents none this server could accept. */
+  #token(request: FastifyRequest): string | AuthResult {
+    const header = request.headers.authorization;
+    if (header === undefined) return unauthorized('Missing API key: send Authorization: Bearer <key>');
+    const token = BEARER.exec(header)?.[1];
+    if (token === undefined) return unauthorized('Malformed Authorization header: expected Bearer <key>');
+    const claimed = environmentOfKey(token);
+    if (claimed === undefined) return unauthorized('Invalid API key');
+    if (claimed !== this.#environment) {
+      return unauthorized(`This API key belongs to the ${claimed} environment; this server is ${this.#environment}`);
+    }
+    if (!hasIssuedLength(token, claimed)) return unauthorized('Invalid API key');
+    return token;
+  }
+
+  #check(key: ApiKey | undefined): AuthResult {
+    if (key === undefined || key.environment !== this.#environment) return unauthorized('Invalid API key');
+    if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
+    // Checked against the clock on every request, so an expiry takes effect at its moment even
+    // while the key sits in the cache.
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#now()) {
+      return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`, key.id);
+    }
+    return { key };
+  }
+
+  /**
+   * The caches are keyed by the presented key itself, so a cached request costs no hashing; they live
+   * only in this process's memory, like the request that carried it.
+   */
+  #lookup(token: string): Promise<ApiKey | undefined> {
+    const now = this.#now();
+    const cached = this.#cache.get(token, now);
+    if (cached) return Promise.resolve(cached);
+    if (this.#unknown.get(token, now)) return Promise.resolve(undefined);
+    let pending = this.#inFlight.get(token);
+    if (pending === undefined) {
+      pending = this.#find(token, now).finally(() => this.#inFlight.delete(token));
+      this.#inFlight.set(token, pending);
+    }
+    return pending;
+  }
+
+  /** One store lookup; remembered from the moment it started, so a revocation is seen within the TTL. */
+  async #find(token: string, startedMs: number): Promise<ApiKey | undefined> {
+    this.#onLookup();
+    const hash = hashKey(token);
+    const key = await this.#keys.findKeyByHash(hash);
+    if (key === undefined) {
+      this.#unknown.set(token, true, startedMs);
+    } else {
+      this.#cache.set(token, key, startedMs);
+      this.#found.set(hash, true, startedMs);
+    }
+    return key;
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * Liveness and readiness probes, outside /v1 and without a key; and Prometheus metrics on this
+ * listener only when METRICS_TOKEN is set (otherwise they are served by the private metrics listener,
+ * metrics-listener.ts, or not at all).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Metrics } from '../../metrics.ts';
+import type { Store } from '../../storage/store.ts';
+import { StorageUnavailableError } from '../../storage/errors.ts';
+import { ApiError } from '../contract/api-error.ts';
+
+export interface HealthDeps {
+  store: Store;
+  metrics: Metrics;
+  /** When set, /metrics is served here and needs `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
+}
+
+/** Compares in constant time, so the token cannot be guessed a character at a time. */
+function bearsToken(authorization: string | undefined, token: string): boolean {
+  const expected = createHash('sha256').update(`Bearer ${token}`).digest();
+  const offered = createHash('sha256')
+    .update(authorization ?? '')
+    .digest();
+  return timingSafeEqual(expected, offered);
+}
+
+/** /readyz reads whether the server is draining. */
+export const health = fp(probes, { name: 'health', encapsulate: true, dependencies: ['draining'] });
+
+async function probes(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
+  const probe = { schema: { hide: true } };
+  // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
+  app.get('/healthz', probe, async () => ({ status: 'ok' }));
+  // Readiness: storage answers (migrations ran before the server started listening), and on SQLite
+  // takes writes again after they failed (ping tries one then; see docs/reliability.md).
+  app.get('/readyz', probe, async () => {
+    if (app.draining) throw new ApiError('unavailable', 'Shutting down', { headers: { 'Retry-After': '5' } });
+    try {
+      await store.ping();
+    } catch (err) {
+      const reason = err instanceof StorageUnavailableError ? err.reason : undefined;
+      const message = reason === undefined ? 'Storage is not reachable' : `Storage cannot take writes: ${reason}`;
+      const answer = new ApiError('unavailable', message, { headers: { 'Retry-After': '5' } });
+      // Logged with the request unless the store logged it already (once per change of state).
+      if (!(err instanceof StorageUnavailableError && err.logged)) answer.cause = err;
+      throw answer;
+    }
+    return { status: 'ready', storage: store.engine };
+  });
+  if (metricsToken === undefined) return;
+  app.get('/metrics', probe, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    if (!bearsToken(request.headers.authorization, metricsToken)) {
+      throw new ApiError('unauthorized', 'The metrics need the token set by METRICS_TOKEN: Authorization: Bearer <token>', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
+      });
+    }
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+}
