@@ -31,7 +31,8 @@
  * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none): every chosen service scenario then runs a
  * second time, on its own process started that way, labelled [B], in the same alternating rounds; the
  * report adds B's budget and a table of B's CPU per request over A's, paired round by round, with
- * both peaks of RSS beside the ceiling's.
+ * both peaks of RSS beside the ceiling's. BENCH_B_CHECKOUT=<dir> makes B run another checkout's build
+ * (built first), for an A/B of two builds: started as A is unless BENCH_AB is set too.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
  * as successes), is one entry in `scenarios()` below:
@@ -116,8 +117,11 @@ const START = (() => {
   if (!flags) throw new Error(`the start script does not end in "exec node [flags] dist/cli/main.js serve": ${start}`);
   return launchOf(flags[1]!);
 })();
-const AB = process.env.BENCH_AB === undefined ? undefined : launchOf(process.env.BENCH_AB);
-const describeLaunch = (l: Launch) => [...Object.entries(l.env).map(([k, v]) => `${k}=${v}`), ...l.flags].join(' ') || 'no flags';
+/** Another checkout whose build B runs (an A/B of two builds), as A's launch unless BENCH_AB says otherwise. */
+const B_CHECKOUT = process.env.BENCH_B_CHECKOUT;
+const AB = process.env.BENCH_AB !== undefined ? launchOf(process.env.BENCH_AB) : B_CHECKOUT !== undefined ? START : undefined;
+const describeLaunch = (l: Launch, checkout = 'this checkout') =>
+  `${checkout}, ${[...Object.entries(l.env).map(([k, v]) => `${k}=${v}`), ...l.flags].join(' ') || 'no flags'}`;
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 let nextPort = 19100;
@@ -790,7 +794,7 @@ function budgetTable(title: string, lines: BudgetLine[]): string[] {
 function abTable(rows: Row[]): string[] {
   const ceiling = rows.find((r) => r.label === L.ceiling)!;
   const out = [
-    `A/B in one run, rounds alternating: A = ${describeLaunch(START)}; B = ${describeLaunch(AB!)}. ` +
+    `A/B in one run, rounds alternating: A = ${describeLaunch(START)}; B = ${describeLaunch(AB!, B_CHECKOUT)}. ` +
       `The ceiling's peak RSS: ${ceiling.rssMiB.toFixed(1)} MiB.`,
     '',
     '| Scenario | CPU µs/req A | B | B / A per round, min / median / max | ratio to the ceiling A | B | peak RSS MiB A | B |',
@@ -882,6 +886,7 @@ function commit(): string {
 
 async function main(): Promise<number> {
   execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit' });
+  if (B_CHECKOUT) execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit', cwd: B_CHECKOUT });
   const withPostgres = await postgresReachable();
   if (!withPostgres) console.log('PostgreSQL or Redis not reachable (or BENCH_SKIP_POSTGRES=1): their rows are left out.');
   const chosen = scenarios(withPostgres);
@@ -938,7 +943,7 @@ async function main(): Promise<number> {
     ...scenarioTable(rows),
     '',
     ...budgetTable(AB ? `Budget, A: ${describeLaunch(START)}` : 'Budget', budgetLines),
-    ...(AB ? [...budgetTable(`Budget, B: ${describeLaunch(AB)}`, budget(rows, 'B')), ...abTable(rows)] : []),
+    ...(AB ? [...budgetTable(`Budget, B: ${describeLaunch(AB, B_CHECKOUT)}`, budget(rows, 'B')), ...abTable(rows)] : []),
     ...notes(rows),
     `- Run time: ${Math.floor(minutes)} min ${Math.round((minutes % 1) * 60)} s.`,
   ];
