@@ -23,16 +23,17 @@
  * BENCH_SKIP_POSTGRES=1 to leave PostgreSQL + Redis out, BENCH_ONLY=<regex> to run only the scenarios
  * whose label matches (the ceiling and the floor always run), BENCH_JSON_SERVER=1 to add json-server
  * as a row for reference, BENCH_STRICT=1 to exit with status 1 when a budget line is missed,
- * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them, BENCH_AB='<words>' for an A/B
- * in one run (below).
+ * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them, BENCH_AB='<words>[|<words>...]'
+ * and BENCH_B_CHECKOUT=<dir> for an A/B in one run (below).
  *
  * The service starts as `npm start` starts it: node with the flags the start script names, if any.
  * BENCH_AB takes words as `env -S` does (NAME=value for a variable, anything else a flag for node,
- * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none): every chosen service scenario then runs a
- * second time, on its own process started that way, labelled [B], in the same alternating rounds; the
- * report adds B's budget and a table of B's CPU per request over A's, paired round by round, with
- * both peaks of RSS beside the ceiling's. BENCH_B_CHECKOUT=<dir> makes B run another checkout's build
- * (built first), for an A/B of two builds: started as A is unless BENCH_AB is set too.
+ * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none), several ways separated by `|`: every chosen
+ * service scenario then runs once more per way, on its own process, labelled [B], [C], ..., in the
+ * same alternating rounds; the report adds each one's budget and a table of its CPU per request over
+ * A's, paired round by round, with the peaks of RSS beside the ceiling's. BENCH_B_CHECKOUT=<dir> makes
+ * them run another checkout's build (built first), for an A/B of two builds: started as A is unless
+ * BENCH_AB says otherwise.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
  * as successes), is one entry in `scenarios()` below:
@@ -96,8 +97,13 @@ interface Launch {
   env: Record<string, string>;
   flags: string[];
 }
-/** A: as `npm start` starts the service; B: as BENCH_AB says, for an A/B in one run. */
-type Variant = 'A' | 'B';
+/** One way of starting the service: A as `npm start` does; B, C, ... as BENCH_AB says, in the same run. */
+interface Variant {
+  letter: string;
+  launch: Launch;
+  /** The checkout whose build runs; undefined: this one. */
+  checkout: string | undefined;
+}
 
 /** Words as `env -S` takes them: NAME=value sets a variable, any other word is a flag for node. */
 function launchOf(words: string): Launch {
@@ -117,11 +123,18 @@ const START = (() => {
   if (!flags) throw new Error(`the start script does not end in "exec node [flags] dist/cli/main.js serve": ${start}`);
   return launchOf(flags[1]!);
 })();
-/** Another checkout whose build B runs (an A/B of two builds), as A's launch unless BENCH_AB says otherwise. */
-const B_CHECKOUT = process.env.BENCH_B_CHECKOUT;
-const AB = process.env.BENCH_AB !== undefined ? launchOf(process.env.BENCH_AB) : B_CHECKOUT !== undefined ? START : undefined;
-const describeLaunch = (l: Launch, checkout = 'this checkout') =>
-  `${checkout}, ${[...Object.entries(l.env).map(([k, v]) => `${k}=${v}`), ...l.flags].join(' ') || 'no flags'}`;
+const A: Variant = { letter: 'A', launch: START, checkout: undefined };
+/** BENCH_AB: ways separated by `|`, lettered B, C, ...; BENCH_B_CHECKOUT: another checkout's build runs them. */
+const OTHERS: Variant[] = (() => {
+  const checkout = process.env.BENCH_B_CHECKOUT;
+  const launches = process.env.BENCH_AB !== undefined ? process.env.BENCH_AB.split('|').map(launchOf) : checkout ? [START] : [];
+  return launches.map((launch, i) => ({ letter: String.fromCharCode(66 + i), launch, checkout }));
+})();
+const labelOf = (v: Variant) => (v === A ? '' : ` [${v.letter}]`);
+const serverOf = (v: Variant) => (v === A ? '' : `+${v.letter}`);
+const describeVariant = (v: Variant) =>
+  `${v.letter} = ${v.checkout ?? 'this checkout'}, ` +
+  ([...Object.entries(v.launch.env).map(([k, x]) => `${k}=${x}`), ...v.launch.flags].join(' ') || 'no flags');
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 let nextPort = 19100;
@@ -337,18 +350,12 @@ async function startService(
   }
   // Run as `npm start` runs it: node with the start script's flags (if any), on this Node.js; the
   // variant's allocator variables and flags, in a BENCH_AB run, instead.
-  const { env: variantEnv, flags } = variant === 'B' ? AB! : START;
-  return startPinned(
-    name,
-    process.execPath,
-    [...flags, 'dist/cli/main.js', 'serve'],
-    { ...env, ...variantEnv },
-    `http://127.0.0.1:${port}/healthz`,
-    {
-      service: true,
-      dataset,
-    },
-  );
+  const { env: variantEnv, flags } = variant.launch;
+  const command = join(variant.checkout ?? '.', 'dist/cli/main.js');
+  return startPinned(name, process.execPath, [...flags, command, 'serve'], { ...env, ...variantEnv }, `http://127.0.0.1:${port}/healthz`, {
+    service: true,
+    dataset,
+  });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -427,17 +434,15 @@ function scenarios(withPostgres: boolean): Scenario[] {
   }
   const chosen = list.filter((s) => !ONLY || REFERENCES.has(s.server) || ONLY.test(s.label));
   // In an A/B run each service scenario runs on a second process started the other way, in the same rounds.
-  if (!AB) return chosen;
+  const services = chosen.filter((s) => !REFERENCES.has(s.server));
   return [
     ...chosen,
-    ...chosen.filter((s) => !REFERENCES.has(s.server)).map((s) => ({ ...s, label: s.label + B_LABEL, server: s.server + B_SERVER })),
+    ...OTHERS.flatMap((v) => services.map((s) => ({ ...s, label: s.label + labelOf(v), server: s.server + serverOf(v) }))),
   ];
 }
 
 /** The servers that are not the service. */
 const REFERENCES = new Set(['ceiling', 'floor', 'json-server']);
-const B_LABEL = ' [B]';
-const B_SERVER = '+B';
 
 /** How each server starts; only those some chosen scenario names are started. */
 function serverStarts(body: string, mixRuns: number, partsPerRun: number): Record<string, () => Promise<Server>> {
@@ -449,8 +454,8 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
   // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/answers/page-cache.ts keeps nothing in 0 bytes).
   const noCache = { PAGE_CACHE_BYTES: '0' };
   const services = (v: Variant): Record<string, () => Promise<Server>> => {
-    const name = (n: string) => (v === 'A' ? n : n + B_SERVER);
-    const own = (n: string) => (v === 'A' ? n : `${n}_b`);
+    const name = (n: string) => n + serverOf(v);
+    const own = (n: string) => (v === A ? n : `${n}_${v.letter.toLowerCase()}`);
     return {
       'sqlite-1k': async () => startService(name('sqlite-1k'), v, await sqlite1k(), false),
       'sqlite-1m': async () => startService(name('sqlite-1m'), v, await sqlite1m(), false),
@@ -469,7 +474,7 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
         startService(name('postgres-mix'), v, await postgresDataset(own('mix'), MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), true),
     };
   };
-  const b = AB ? Object.fromEntries(Object.entries(services('B')).map(([k, start]) => [k + B_SERVER, start])) : {};
+  const others = OTHERS.flatMap((v) => Object.entries(services(v)).map(([k, start]) => [k + serverOf(v), start] as const));
   return {
     ceiling: () => startReference('ceiling', (port) => ['bench/ceiling.mjs', String(port), body], '/'),
     floor: () => startReference('floor', (port) => ['bench/fastify-floor.mjs', String(port), body], '/'),
@@ -480,8 +485,8 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
       writeFileSync(db, JSON.stringify({ pets: firstPage() }));
       return startReference('json-server', (port) => [cli, '--quiet', '--port', String(port), db], '/pets');
     },
-    ...services('A'),
-    ...b,
+    ...services(A),
+    ...Object.fromEntries(others),
   };
 }
 
@@ -721,11 +726,14 @@ interface BudgetLine {
   met: boolean | undefined;
 }
 
-/** The budget of the service started as `npm start` does, or (variant B) as BENCH_AB says. */
-function budget(all: Row[], variant: Variant = 'A'): BudgetLine[] {
-  const suffix = variant === 'B' ? B_LABEL : '';
+/** The variant of a service row, by its label's suffix. */
+const letterOf = (r: Row) => /\[([B-Z])\]$/.exec(r.label)?.[1] ?? 'A';
+
+/** The budget of the service started as `npm start` does, or as another variant of BENCH_AB. */
+function budget(all: Row[], variant: Variant = A): BudgetLine[] {
+  const suffix = labelOf(variant);
   const ceiling = all.find((r) => r.label === L.ceiling);
-  const rows = all.filter((r) => !r.service || r.label.endsWith(B_LABEL) === (variant === 'B'));
+  const rows = all.filter((r) => !r.service || letterOf(r) === variant.letter);
   const get = (label: string) => rows.find((r) => r.label === label + suffix);
   const lines: BudgetLine[] = [];
   const notMeasured = (line: string) => lines.push({ line, measured: 'not measured', met: undefined });
@@ -791,17 +799,18 @@ function budgetTable(title: string, lines: BudgetLine[]): string[] {
  * A against B, scenario by scenario: B's CPU per request over A's, paired round by round (below 1, B
  * costs less), and both processes' peak RSS beside the ceiling's from the same run.
  */
-function abTable(rows: Row[]): string[] {
+function abTable(rows: Row[], v: Variant): string[] {
   const ceiling = rows.find((r) => r.label === L.ceiling)!;
+  const B = v.letter;
   const out = [
-    `A/B in one run, rounds alternating: A = ${describeLaunch(START)}; B = ${describeLaunch(AB!, B_CHECKOUT)}. ` +
+    `A/${B} in one run, rounds alternating: ${describeVariant(A)}; ${describeVariant(v)}. ` +
       `The ceiling's peak RSS: ${ceiling.rssMiB.toFixed(1)} MiB.`,
     '',
-    '| Scenario | CPU µs/req A | B | B / A per round, min / median / max | ratio to the ceiling A | B | peak RSS MiB A | B |',
+    `| Scenario | CPU µs/req A | ${B} | ${B} / A per round, min / median / max | ratio to the ceiling A | ${B} | peak RSS MiB A | ${B} |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|',
   ];
-  for (const a of rows.filter((r) => r.service && !r.label.endsWith(B_LABEL))) {
-    const b = rows.find((r) => r.label === a.label + B_LABEL);
+  for (const a of rows.filter((r) => r.service && letterOf(r) === 'A')) {
+    const b = rows.find((r) => r.label === a.label + labelOf(v));
     if (!b) continue;
     const paired = a.samples.flatMap((x, i) => {
       const y = b.samples[i]!;
@@ -886,7 +895,7 @@ function commit(): string {
 
 async function main(): Promise<number> {
   execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit' });
-  if (B_CHECKOUT) execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit', cwd: B_CHECKOUT });
+  if (OTHERS[0]?.checkout) execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit', cwd: OTHERS[0].checkout });
   const withPostgres = await postgresReachable();
   if (!withPostgres) console.log('PostgreSQL or Redis not reachable (or BENCH_SKIP_POSTGRES=1): their rows are left out.');
   const chosen = scenarios(withPostgres);
@@ -942,8 +951,8 @@ async function main(): Promise<number> {
     '',
     ...scenarioTable(rows),
     '',
-    ...budgetTable(AB ? `Budget, A: ${describeLaunch(START)}` : 'Budget', budgetLines),
-    ...(AB ? [...budgetTable(`Budget, B: ${describeLaunch(AB, B_CHECKOUT)}`, budget(rows, 'B')), ...abTable(rows)] : []),
+    ...budgetTable(OTHERS.length ? `Budget, ${describeVariant(A)}` : 'Budget', budgetLines),
+    ...OTHERS.flatMap((v) => [...budgetTable(`Budget, ${describeVariant(v)}`, budget(rows, v)), ...abTable(rows, v)]),
     ...notes(rows),
     `- Run time: ${Math.floor(minutes)} min ${Math.round((minutes % 1) * 60)} s.`,
   ];
