@@ -43,7 +43,7 @@
  * and must get its expected status.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -66,6 +66,7 @@ import {
   type MixCounts,
   type MixKeys,
 } from './mix.ts';
+import { launchOf, startLaunch, type Launch } from '../scripts/start-command.ts';
 import { holdIdlePolling } from './idle-polling.ts';
 import { referencePackage } from './reference-packages.ts';
 import { luaString, stopWrk, wrk, type WrkReport } from './wrk.ts';
@@ -92,11 +93,6 @@ const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const REDIS_PREFIX = `petstore-bench-${process.pid}-`;
 
-/** How a service process starts: environment variables (the C allocator's, say) and Node.js flags. */
-interface Launch {
-  env: Record<string, string>;
-  flags: string[];
-}
 /** One way of starting the service: A as `npm start` does; B, C, ... as BENCH_AB says, in the same run. */
 interface Variant {
   letter: string;
@@ -105,24 +101,8 @@ interface Variant {
   checkout: string | undefined;
 }
 
-/** Words as `env -S` takes them: NAME=value sets a variable, any other word is a flag for node. */
-function launchOf(words: string): Launch {
-  const launch: Launch = { env: {}, flags: [] };
-  for (const word of words.split(/\s+/).filter(Boolean)) {
-    const variable = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(word);
-    if (variable) launch.env[variable[1]!] = variable[2]!;
-    else launch.flags.push(word);
-  }
-  return launch;
-}
-
-/** The start script's Node.js flags: what stands between `exec node` and the command. */
-const START = (() => {
-  const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const flags = /&& exec node\b(.*) dist\/cli\/main\.js serve$/.exec(start);
-  if (!flags) throw new Error(`the start script does not end in "exec node [flags] dist/cli/main.js serve": ${start}`);
-  return launchOf(flags[1]!);
-})();
+/** How `npm start` starts the service: its variables and Node.js flags (scripts/start-command.ts). */
+const START = startLaunch();
 const A: Variant = { letter: 'A', launch: START, checkout: undefined };
 /** BENCH_AB: ways separated by `|`, lettered B, C, ...; BENCH_B_CHECKOUT: another checkout's build runs them. */
 const OTHERS: Variant[] = (() => {
