@@ -5,8 +5,10 @@
  * Config type from the table itself, so a variable is written down once.
  *
  * A schema is one of three JSON Schema shapes (an integer range, an enumeration, a string with an
- * optional pattern), made by `Schema` below and checked by its own keywords: a schema library would
- * cost every process far more memory than these three shapes need.
+ * optional pattern), made by `Schema` below and checked by its own keywords. Not Ajv (or env-schema on
+ * it): its refusals would still have to be worded here, since these messages and the README's table
+ * are what an operator reads, and loading it costs 15-20 MiB of RSS in every `petstore keys` command,
+ * which loads no Fastify (the server loads it anyway, for requests).
  */
 
 export class ConfigError extends Error {}
