@@ -32,6 +32,6 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "const tls = !!process.env.TLS_CERT; if (tls) process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0'; fetch(`http${tls ? 's' : ''}://127.0.0.1:${process.env.PORT || 8080}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# The command runs with the Node.js flags its first line names, as `npm start` does;
-# keys are managed with: docker exec <container> ./dist/cli/main.js keys ...
-CMD ["./dist/cli/main.js", "serve"]
+# The server runs as `npm start` runs it, with the same Node.js flags (and variables, in ENV above;
+# docs/platform.md, "Runtime settings"); keys are managed with: docker exec <container> ./dist/cli/main.js keys ...
+CMD ["node", "--max-semi-space-size=2", "--no-allocation-site-pretenuring", "--heap-growing-percent=30", "--experimental-sqlite", "dist/cli/main.js", "serve"]

@@ -23,7 +23,17 @@
  * BENCH_SKIP_POSTGRES=1 to leave PostgreSQL + Redis out, BENCH_ONLY=<regex> to run only the scenarios
  * whose label matches (the ceiling and the floor always run), BENCH_JSON_SERVER=1 to add json-server
  * as a row for reference, BENCH_STRICT=1 to exit with status 1 when a budget line is missed,
- * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them.
+ * BENCH_IDLE_POLL=0 to leave idle cores halting as the machine has them, BENCH_AB='<words>[|<words>...]'
+ * and BENCH_B_CHECKOUT=<dir> for an A/B in one run (below).
+ *
+ * The service starts as `npm start` starts it: node with the flags the start script names, if any.
+ * BENCH_AB takes words as `env -S` does (NAME=value for a variable, anything else a flag for node,
+ * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none), several ways separated by `|`: every chosen
+ * service scenario then runs once more per way, on its own process, labelled [B], [C], ..., in the
+ * same alternating rounds; the report adds each one's budget and a table of its CPU per request over
+ * A's, paired round by round, with the peaks of RSS beside the ceiling's. BENCH_B_CHECKOUT=<dir> makes
+ * them run another checkout's build (built first), for an A/B of two builds: started as A is unless
+ * BENCH_AB says otherwise.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
  * as successes), is one entry in `scenarios()` below:
@@ -45,7 +55,6 @@ import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
-import { withThisNode } from '../scripts/this-node.ts';
 import { assertNodeProcess, CLK_TCK, coreTimes, cpuTicks, peakRssMiB, type CoreTimes } from './cpu.ts';
 import {
   createMixKeys,
@@ -57,6 +66,7 @@ import {
   type MixCounts,
   type MixKeys,
 } from './mix.ts';
+import { launchOf, startLaunch, type Launch } from '../scripts/start-command.ts';
 import { holdIdlePolling } from './idle-polling.ts';
 import { referencePackage } from './reference-packages.ts';
 import { luaString, stopWrk, wrk, type WrkReport } from './wrk.ts';
@@ -82,6 +92,29 @@ const PG_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const REDIS_PREFIX = `petstore-bench-${process.pid}-`;
+
+/** One way of starting the service: A as `npm start` does; B, C, ... as BENCH_AB says, in the same run. */
+interface Variant {
+  letter: string;
+  launch: Launch;
+  /** The checkout whose build runs; undefined: this one. */
+  checkout: string | undefined;
+}
+
+/** How `npm start` starts the service: its variables and Node.js flags (scripts/start-command.ts). */
+const START = startLaunch();
+const A: Variant = { letter: 'A', launch: START, checkout: undefined };
+/** BENCH_AB: ways separated by `|`, lettered B, C, ...; BENCH_B_CHECKOUT: another checkout's build runs them. */
+const OTHERS: Variant[] = (() => {
+  const checkout = process.env.BENCH_B_CHECKOUT;
+  const launches = process.env.BENCH_AB !== undefined ? process.env.BENCH_AB.split('|').map(launchOf) : checkout ? [START] : [];
+  return launches.map((launch, i) => ({ letter: String.fromCharCode(66 + i), launch, checkout }));
+})();
+const labelOf = (v: Variant) => (v === A ? '' : ` [${v.letter}]`);
+const serverOf = (v: Variant) => (v === A ? '' : `+${v.letter}`);
+const describeVariant = (v: Variant) =>
+  `${v.letter} = ${v.checkout ?? 'this checkout'}, ` +
+  ([...Object.entries(v.launch.env).map(([k, x]) => `${k}=${x}`), ...v.launch.flags].join(' ') || 'no flags');
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
 let nextPort = 19100;
@@ -274,7 +307,13 @@ function startReference(name: string, args: (port: number) => string[], path: st
   return startPinned(name, process.execPath, args(port), {}, `http://127.0.0.1:${port}${path}`, { service: false });
 }
 
-async function startService(name: string, dataset: Dataset, redis: boolean, extra: Record<string, string> = {}): Promise<Server> {
+async function startService(
+  name: string,
+  variant: Variant,
+  dataset: Dataset,
+  redis: boolean,
+  extra: Record<string, string> = {},
+): Promise<Server> {
   const port = nextPort++;
   // wrk's connections all come from 127.0.0.1: no per-address connection cap, whatever BENCH_CONNECTIONS says.
   const env: Record<string, string> = {
@@ -289,8 +328,11 @@ async function startService(name: string, dataset: Dataset, redis: boolean, extr
     made.redis = true;
     Object.assign(env, { REDIS_URL, REDIS_KEY_PREFIX: `${REDIS_PREFIX}${port}` });
   }
-  // Run as `npm start` runs it: the built command, with the Node.js flags its first line names, on this Node.js.
-  return startPinned(name, 'dist/cli/main.js', ['serve'], withThisNode(env), `http://127.0.0.1:${port}/healthz`, {
+  // Run as `npm start` runs it: node with the start script's flags (if any), on this Node.js; the
+  // variant's allocator variables and flags, in a BENCH_AB run, instead.
+  const { env: variantEnv, flags } = variant.launch;
+  const command = join(variant.checkout ?? '.', 'dist/cli/main.js');
+  return startPinned(name, process.execPath, [...flags, command, 'serve'], { ...env, ...variantEnv }, `http://127.0.0.1:${port}/healthz`, {
     service: true,
     dataset,
   });
@@ -370,17 +412,49 @@ function scenarios(withPostgres: boolean): Scenario[] {
       { label: L.pgMix, server: 'postgres-mix', path: '/v1/pets', mix: true },
     );
   }
-  return list.filter((s) => !ONLY || s.server === 'ceiling' || s.server === 'floor' || ONLY.test(s.label));
+  const chosen = list.filter((s) => !ONLY || REFERENCES.has(s.server) || ONLY.test(s.label));
+  // In an A/B run each service scenario runs on a second process started the other way, in the same rounds.
+  const services = chosen.filter((s) => !REFERENCES.has(s.server));
+  return [
+    ...chosen,
+    ...OTHERS.flatMap((v) => services.map((s) => ({ ...s, label: s.label + labelOf(v), server: s.server + serverOf(v) }))),
+  ];
 }
+
+/** The servers that are not the service. */
+const REFERENCES = new Set(['ceiling', 'floor', 'json-server']);
 
 /** How each server starts; only those some chosen scenario names are started. */
 function serverStarts(body: string, mixRuns: number, partsPerRun: number): Record<string, () => Promise<Server>> {
+  // Read-only data is shared by the A and B processes; data they write (creates, the mix's keys) is not.
   const sqlite1k = once(() => sqliteDataset('small', 1_000, PET_STATUSES));
   const sqlite1m = once(() => sqliteDataset('large', 1_000_000, PET_STATUSES));
   const pg1k = once(() => postgresDataset('small', 1_000, PET_STATUSES));
   const pg1m = once(() => postgresDataset('large', 1_000_000, PET_STATUSES));
   // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/answers/page-cache.ts keeps nothing in 0 bytes).
   const noCache = { PAGE_CACHE_BYTES: '0' };
+  const services = (v: Variant): Record<string, () => Promise<Server>> => {
+    const name = (n: string) => n + serverOf(v);
+    const own = (n: string) => (v === A ? n : `${n}_${v.letter.toLowerCase()}`);
+    return {
+      'sqlite-1k': async () => startService(name('sqlite-1k'), v, await sqlite1k(), false),
+      'sqlite-1m': async () => startService(name('sqlite-1m'), v, await sqlite1m(), false),
+      'sqlite-post': async () => startService(name('sqlite-post'), v, await sqliteDataset(own('post'), 1_000, PET_STATUSES), false),
+      // The same data without the finished-page cache, to show what the cache is worth in this run.
+      'sqlite-1k-no-cache': async () => startService(name('sqlite-1k-no-cache'), v, await sqlite1k(), false, noCache),
+      'sqlite-1m-no-cache': async () => startService(name('sqlite-1m-no-cache'), v, await sqlite1m(), false, noCache),
+      'sqlite-mix': async () =>
+        startService(name('sqlite-mix'), v, await sqliteDataset(own('mix'), MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), false),
+      'postgres-1k': async () => startService(name('postgres-1k'), v, await pg1k(), true),
+      'postgres-1m': async () => startService(name('postgres-1m'), v, await pg1m(), true),
+      'postgres-post': async () => startService(name('postgres-post'), v, await postgresDataset(own('post'), 1_000, PET_STATUSES), true),
+      'postgres-1k-no-cache': async () => startService(name('postgres-1k-no-cache'), v, await pg1k(), true, noCache),
+      'postgres-1m-no-cache': async () => startService(name('postgres-1m-no-cache'), v, await pg1m(), true, noCache),
+      'postgres-mix': async () =>
+        startService(name('postgres-mix'), v, await postgresDataset(own('mix'), MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), true),
+    };
+  };
+  const others = OTHERS.flatMap((v) => Object.entries(services(v)).map(([k, start]) => [k + serverOf(v), start] as const));
   return {
     ceiling: () => startReference('ceiling', (port) => ['bench/ceiling.mjs', String(port), body], '/'),
     floor: () => startReference('floor', (port) => ['bench/fastify-floor.mjs', String(port), body], '/'),
@@ -391,21 +465,8 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
       writeFileSync(db, JSON.stringify({ pets: firstPage() }));
       return startReference('json-server', (port) => [cli, '--quiet', '--port', String(port), db], '/pets');
     },
-    'sqlite-1k': async () => startService('sqlite-1k', await sqlite1k(), false),
-    'sqlite-1m': async () => startService('sqlite-1m', await sqlite1m(), false),
-    'sqlite-post': async () => startService('sqlite-post', await sqliteDataset('post', 1_000, PET_STATUSES), false),
-    // The same data without the finished-page cache, to show what the cache is worth in this run.
-    'sqlite-1k-no-cache': async () => startService('sqlite-1k-no-cache', await sqlite1k(), false, noCache),
-    'sqlite-1m-no-cache': async () => startService('sqlite-1m-no-cache', await sqlite1m(), false, noCache),
-    'sqlite-mix': async () =>
-      startService('sqlite-mix', await sqliteDataset('mix', MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), false),
-    'postgres-1k': async () => startService('postgres-1k', await pg1k(), true),
-    'postgres-1m': async () => startService('postgres-1m', await pg1m(), true),
-    'postgres-post': async () => startService('postgres-post', await postgresDataset('post', 1_000, PET_STATUSES), true),
-    'postgres-1k-no-cache': async () => startService('postgres-1k-no-cache', await pg1k(), true, noCache),
-    'postgres-1m-no-cache': async () => startService('postgres-1m-no-cache', await pg1m(), true, noCache),
-    'postgres-mix': async () =>
-      startService('postgres-mix', await postgresDataset('mix', MIX_PETS, MIX_STATUS_PATTERN, mixRuns, partsPerRun), true),
+    ...services(A),
+    ...Object.fromEntries(others),
   };
 }
 
@@ -645,8 +706,15 @@ interface BudgetLine {
   met: boolean | undefined;
 }
 
-function budget(rows: Row[]): BudgetLine[] {
-  const get = (label: string) => rows.find((r) => r.label === label);
+/** The variant of a service row, by its label's suffix. */
+const letterOf = (r: Row) => /\[([B-Z])\]$/.exec(r.label)?.[1] ?? 'A';
+
+/** The budget of the service started as `npm start` does, or as another variant of BENCH_AB. */
+function budget(all: Row[], variant: Variant = A): BudgetLine[] {
+  const suffix = labelOf(variant);
+  const ceiling = all.find((r) => r.label === L.ceiling);
+  const rows = all.filter((r) => !r.service || letterOf(r) === variant.letter);
+  const get = (label: string) => rows.find((r) => r.label === label + suffix);
   const lines: BudgetLine[] = [];
   const notMeasured = (line: string) => lines.push({ line, measured: 'not measured', met: undefined });
   const ratio = (line: string, label: string, least: number) => {
@@ -673,7 +741,7 @@ function budget(rows: Row[]): BudgetLine[] {
     const peak = services.reduce((a, r) => (r.rssMiB > a.rssMiB ? r : a));
     lines.push({
       line: 'peak RSS (max VmHWM over service processes) < 120 MiB',
-      measured: `${peak.rssMiB.toFixed(1)} MiB (${peak.server})`,
+      measured: `${peak.rssMiB.toFixed(1)} MiB (${peak.server}); the ceiling's ${ceiling ? ceiling.rssMiB.toFixed(1) : '–'} MiB`,
       met: peak.rssMiB < 120,
     });
   } else notMeasured('peak RSS (max VmHWM over service processes) < 120 MiB');
@@ -696,6 +764,46 @@ function budget(rows: Row[]): BudgetLine[] {
     });
   } else notMeasured('no unexpected non-2xx answers under load');
   return lines;
+}
+
+function budgetTable(title: string, lines: BudgetLine[]): string[] {
+  return [
+    `| ${title} (medians over rounds) | Measured | Met |`,
+    '|---|---:|---|',
+    ...lines.map((b) => `| ${b.line} | ${b.measured} | ${b.met === undefined ? 'not measured' : b.met ? 'yes' : 'NO'} |`),
+    '',
+  ];
+}
+
+/**
+ * A against B, scenario by scenario: B's CPU per request over A's, paired round by round (below 1, B
+ * costs less), and both processes' peak RSS beside the ceiling's from the same run.
+ */
+function abTable(rows: Row[], v: Variant): string[] {
+  const ceiling = rows.find((r) => r.label === L.ceiling)!;
+  const B = v.letter;
+  const out = [
+    `A/${B} in one run, rounds alternating: ${describeVariant(A)}; ${describeVariant(v)}. ` +
+      `The ceiling's peak RSS: ${ceiling.rssMiB.toFixed(1)} MiB.`,
+    '',
+    `| Scenario | CPU µs/req A | ${B} | ${B} / A per round, min / median / max | ratio to the ceiling A | ${B} | peak RSS MiB A | ${B} |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const a of rows.filter((r) => r.service && letterOf(r) === 'A')) {
+    const b = rows.find((r) => r.label === a.label + labelOf(v));
+    if (!b) continue;
+    const paired = a.samples.flatMap((x, i) => {
+      const y = b.samples[i]!;
+      return x.ticks >= MIN_TICKS && y.ticks >= MIN_TICKS ? [y.cpuUs / x.cpuUs] : [];
+    });
+    const ab = paired.length ? spreadOf(paired) : undefined;
+    out.push(
+      `| ${a.label} | ${a.cpuUs.median.toFixed(1)} | ${b.cpuUs.median.toFixed(1)} | ` +
+        `${ab ? `${f2(ab.min)} / **${f2(ab.median)}** / ${f2(ab.max)}` : '–'} | ${f2(a.cpuRatio.median)} | ${f2(b.cpuRatio.median)} | ` +
+        `${a.rssMiB.toFixed(0)} | ${b.rssMiB.toFixed(0)} |`,
+    );
+  }
+  return [...out, ''];
 }
 
 /** What to know before trusting the figures: resolution, noise, saturation, the mix's make-up. */
@@ -767,6 +875,7 @@ function commit(): string {
 
 async function main(): Promise<number> {
   execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit' });
+  if (OTHERS[0]?.checkout) execFileSync('npm', ['run', 'build', '--silent'], { stdio: 'inherit', cwd: OTHERS[0].checkout });
   const withPostgres = await postgresReachable();
   if (!withPostgres) console.log('PostgreSQL or Redis not reachable (or BENCH_SKIP_POSTGRES=1): their rows are left out.');
   const chosen = scenarios(withPostgres);
@@ -822,10 +931,8 @@ async function main(): Promise<number> {
     '',
     ...scenarioTable(rows),
     '',
-    '| Budget (medians over rounds) | Measured | Met |',
-    '|---|---:|---|',
-    ...budgetLines.map((b) => `| ${b.line} | ${b.measured} | ${b.met === undefined ? 'not measured' : b.met ? 'yes' : 'NO'} |`),
-    '',
+    ...budgetTable(OTHERS.length ? `Budget, ${describeVariant(A)}` : 'Budget', budgetLines),
+    ...OTHERS.flatMap((v) => [...budgetTable(`Budget, ${describeVariant(v)}`, budget(rows, v)), ...abTable(rows, v)]),
     ...notes(rows),
     `- Run time: ${Math.floor(minutes)} min ${Math.round((minutes % 1) * 60)} s.`,
   ];

@@ -17,7 +17,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { withThisNode } from './this-node.ts';
+import { startLaunch } from './start-command.ts';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 256);
@@ -45,8 +45,12 @@ const makeKey = (...args: string[]) =>
 const enterprise = makeKey('--plan', 'enterprise', '--rpm', '1000000000', '--rpd', '1000000000');
 const free = makeKey('--plan', 'free');
 
-// The built command runs itself, with the Node.js flags its first line names, on this Node.js.
-const server = spawn(CLI, ['serve'], { env: withThisNode(env), stdio: ['ignore', 'inherit', 'inherit'] });
+// The server runs as `npm start` runs it (its variables and Node.js flags), on this Node.js.
+const launch = startLaunch();
+const server = spawn(process.execPath, [...launch.flags, CLI, 'serve'], {
+  env: { ...env, ...launch.env },
+  stdio: ['ignore', 'inherit', 'inherit'],
+});
 const exited = new Promise<number | null>((resolve) => server.on('exit', (code) => resolve(code)));
 const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))![1]) / 1024;
 

@@ -3,7 +3,6 @@
  * SIGINT a graceful shutdown within SHUTDOWN_TIMEOUT_MS (shutdown.ts).
  */
 import type { AddressInfo } from 'node:net';
-import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { redisUrls, type Config } from './config.ts';
@@ -17,21 +16,6 @@ import { nextStep, startFacts, startMessage } from './start-line.ts';
 import { openStore } from './storage/open.ts';
 import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
-
-/**
- * V8 lets the old generation grow to about four times what survived the last full collection before
- * collecting again. The service keeps little alive (some 25 MB under the benchmark's mixes) but,
- * under load, promotes much that dies soon after: requests waiting on the database and Redis outlive
- * two young-generation collections. With V8's factor the heap swelled to about 90 MB between full
- * collections. Growing by 30 % instead took some 15-20 MiB off the peak of an instance serving the
- * benchmark's mixes (141-156 to 124-130 MiB, alone; about 118 with the allocator settings of the
- * command's first line); the full collections it adds cost 1-4 % of the CPU (measured by their pauses;
- * BENCHMARKS.md). Unlike the young generation's size, this factor is read at every collection, so it
- * can be set here rather than on every command line.
- */
-function boundHeapGrowth(): void {
-  v8.setFlagsFromString('--heap-growing-percent=30');
-}
 
 /** The Redis limiter's target, when REDIS_URL or REDIS_CLUSTER_NODES names one. */
 function redisTarget(config: Readonly<Config>): RedisTarget | undefined {
@@ -64,7 +48,6 @@ async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<v
 
 /** Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on. */
 export async function startServer(config: Readonly<Config>, tracing?: Tracing): Promise<FastifyInstance> {
-  boundHeapGrowth();
   const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
   const metrics = createMetrics();
   const store = await openStore(config.database, {

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite
+#!/usr/bin/env node
 /**
  * The operator's command line: `petstore serve`, `petstore keys create|list|rotate|plan|expire|revoke|unban`,
  * and `petstore backup|restore FILE`.
@@ -11,22 +11,7 @@
  * when a command needs them, and tracing (OpenTelemetry) only when `serve` runs with
  * OTEL_EXPORTER_OTLP_ENDPOINT set. `--help` and `--version` read neither configuration nor storage.
  *
- * The first line holds every Node.js flag the server runs with, so `npm start`, the container and the
- * benchmark all get them: a 2 MiB young generation (per semi-space) and no Maglev (V8's mid-tier
- * compiler) bound peak memory (BENCHMARKS.md: the smaller young generation took about 4 MiB off the
- * PostgreSQL mix's peak, with CPU per request within the noise), and --experimental-sqlite gives Node.js 22.12
- * node:sqlite. No allocation-site pretenuring: V8 otherwise may decide, from what survived while a
- * process was warming up, to allocate a hot site's objects straight into the old generation, where a
- * request's objects then die; the process stays in that state, collecting the old generation several
- * times a second and keeping young objects alive through the dead old ones. Under the PostgreSQL mix
- * one server in two or three settled there and spent twice the CPU per request (BENCHMARKS.md).
- *
- * The first line also sets two settings of the C library's allocator, which must be in the
- * environment before the process starts: MALLOC_ARENA_MAX=1, as V8's and libuv's threads otherwise
- * each get an arena of their own, which held some 8 MB more under the benchmark's mixes; and a fixed
- * threshold of 128 KiB above which blocks are mapped on their own, so that large blocks freed go back
- * to the system (by default the threshold rises after such a block is freed, and later ones stay in
- * the heap): 1 to 3 MB less at the peak (BENCHMARKS.md). The server's own work is on one thread.
+ * Node.js flags are not set here: `npm start` passes what the server needs (docs/operations.md).
  */
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';

@@ -1,7 +1,8 @@
 /**
  * A configuration entry (src/config.ts) and how it is read: checked against its schema, then parsed; the
  * refusal messages, the docs' wording and the Config type all derive from the entry. The schemas are three
- * JSON Schema shapes made by `Schema` and checked here: a schema library would cost every process more memory.
+ * JSON Schema shapes made by `Schema` and checked here. Not Ajv or env-schema: the refusals an operator reads
+ * would still be worded here, and loading it costs every `petstore keys` command memory (BENCHMARKS.md).
  */
 
 export class ConfigError extends Error {}

@@ -2,7 +2,7 @@
  * The container files cannot be run here, so they are checked against the code instead: every
  * variable the Dockerfile and compose.yaml set is one the configuration reads, with a value it
  * accepts; ports agree across the Dockerfile, compose, nginx and the health check; the command is
- * the package's serve command with the same node flags as `npm start`; and docs/scale-out.md's plain-process
+ * the package's serve command with the same variables and node flags as `npm start`; and docs/scale-out.md's plain-process
  * scale-out section names the same variables as the compose file. compose's Redis is run here with its own
  * arguments, to show that its counters outlive a restart.
  */
@@ -13,6 +13,7 @@ import { posix } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { Redis } from 'ioredis';
+import { launchOfStart } from '../../scripts/start-command.ts';
 import { CONFIG_VARIABLES as VARIABLE_NAMES, loadConfig } from '../../src/config.ts';
 import { freePort } from '../support/processes.ts';
 import { killAtExit, tempDir } from '../support/temp.ts';
@@ -27,6 +28,8 @@ const compose = parse(read('compose.yaml')) as {
 };
 const nginx = read('deploy/nginx.conf');
 const packageJson = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+/** The variables (the C allocator's) and Node.js flags `npm start` gives the server (docs/platform.md). */
+const start = launchOfStart(packageJson.scripts.start!);
 
 /** Variables the configuration module reads. */
 const CONFIG_VARIABLES = new Set(VARIABLE_NAMES);
@@ -45,9 +48,10 @@ test('every variable the Dockerfile sets is read by the configuration and accept
   assert.ok(Object.keys(dockerEnv).length >= 4, JSON.stringify(dockerEnv));
   for (const name of Object.keys(dockerEnv)) {
     if (name === 'NODE_ENV') continue; // read by libraries, not by the service's configuration
+    if (name in start.env) continue; // the runtime's, as npm start sets them (checked below)
     assert.ok(CONFIG_VARIABLES.has(name), `Dockerfile sets ${name}, which the service does not read`);
   }
-  const { NODE_ENV: _ignored, ...env } = dockerEnv;
+  const env = Object.fromEntries(Object.entries(dockerEnv).filter(([name]) => name !== 'NODE_ENV' && !(name in start.env)));
   const config = loadConfig(env);
   assert.equal(config.host, '0.0.0.0');
   assert.deepEqual(config.database, { engine: 'sqlite', path: '/data/petstore.db', createFolder: false });
@@ -82,22 +86,17 @@ test('ports agree: EXPOSE, PORT, the health check, compose and the nginx upstrea
   assert.match(nginx, /X-Forwarded-For \$proxy_add_x_forwarded_for/);
 });
 
-test("the container runs the serve command as npm start does, with the Node.js flags of the command's first line", () => {
+test('the container runs the serve command as npm start does, with the same variables and Node.js flags', () => {
   const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
   // npm passes a SIGTERM on to the shell that runs the script; `exec` makes that shell the server.
-  assert.match(packageJson.scripts.start!, /&& exec \.\/dist\/cli\/main\.js serve$/, 'npm start execs the server (docs/cli.md)');
-  const start = packageJson.scripts
-    .start!.split('&&')
-    .at(-1)!
-    .trim()
-    .replace(/^exec\s+/, '')
-    .split(/\s+/);
-  assert.deepEqual(cmd, start);
-  assert.deepEqual(cmd, ['./dist/cli/main.js', 'serve'], 'the built command itself, so its first line sets the flags');
   assert.match(
-    read('src/cli/main.ts').split('\n')[0]!,
-    /^#!\/usr\/bin\/env -S MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=2 --no-maglev --no-allocation-site-pretenuring --experimental-sqlite$/,
+    packageJson.scripts.start!,
+    /&& exec (env \S+=\S* .*)?node .*dist\/cli\/main\.js serve$/,
+    'npm start execs the server (docs/cli.md)',
   );
+  assert.deepEqual(cmd, ['node', ...start.flags, 'dist/cli/main.js', 'serve'], 'node, as npm start runs it');
+  for (const [name, value] of Object.entries(start.env)) assert.equal(dockerEnv[name], value, `Dockerfile's ${name}, as npm start sets it`);
+  assert.equal(read('src/cli/main.ts').split('\n')[0], '#!/usr/bin/env node', 'no runtime setting in the command itself');
   assert.match(dockerfile, /^USER node$/m, 'runs as a non-root user');
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
 });

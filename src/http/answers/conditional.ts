@@ -24,7 +24,8 @@ export function codedTag(identityTag: string, coding: string): string {
 /**
  * Whether `If-None-Match` names the representation about to be sent, by the weak comparison the field
  * uses (§13.1.2): `*`, or a listed tag with the same opaque part, `W/` or not. An element that is not
- * a quoted tag is skipped; it matches nothing.
+ * a quoted tag is skipped; it matches nothing. Not `fresh`: it takes a tab between tags (valid OWS) as
+ * part of the tag, and answers `Cache-Control: no-cache` with 200 as a cache would (conditional.test.ts).
  */
 export function noneMatchHits(ifNoneMatch: string | undefined, tag: string): boolean {
   if (ifNoneMatch === undefined) return false;

@@ -5,6 +5,9 @@
  * Content-Security-Policy that allows nothing (`default-src 'none'; frame-ancestors 'none'`; the
  * documentation page sets its own) and `Referrer-Policy: no-referrer`. (`Cache-Control: no-store`, on
  * every answer that depends on the caller, is set by the API's own scope, api.ts, and by /metrics.)
+ * Not @fastify/helmet: configured to these three it took 1.2-2.0 times the CPU per request on every
+ * budget line it was measured on (it builds its middleware on each request, in an async hook;
+ * BENCHMARKS.md), and answers written before any hook need the constants below anyway.
  *
  * CORS is off unless CORS_ORIGINS names origins (or `*`): browsers then get the usual headers, the
  * headers a client needs exposed, and preflights answered 204. Keys travel in `Authorization`, never
@@ -13,6 +16,10 @@
  * A preflight carries the rate-limit headers of its client's address but is neither counted nor ever
  * refused: a refused preflight fails the browser's real request with an error its page cannot read,
  * and a browser sends one before every request it has not cached one for (docs/rate-limits.md).
+ *
+ * Not @fastify/cors: it answers every OPTIONS from an allowed origin as a preflight (a plain OPTIONS,
+ * counted and refused here like any request, would get a 400 or a 204) and adds an `OPTIONS *` route
+ * of its own beside the API's (method-not-allowed.ts); the preflight's rate-limit headers would stay here.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
