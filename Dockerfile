@@ -16,6 +16,7 @@ RUN npm ci --no-audit --no-fund
 
 FROM node:26-slim
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=1 \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATABASE_URL=sqlite:/data/petstore.db \
