@@ -14,6 +14,7 @@ const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'
 export class RouteTable {
   readonly #methods = new Map<string, Set<string>>();
   #sealed = false;
+  #union: string | undefined;
 
   /** Records every route registered in `scope` (and the scopes under it) from now on, until sealed. */
   watch(scope: FastifyInstance): void {
@@ -28,12 +29,13 @@ export class RouteTable {
   /** Stops recording (the 405 routes themselves are not part of what a path allows) and lists the paths. */
   seal(): { path: string; allow: string }[] {
     this.#sealed = true;
+    this.#union = undefined;
     return [...this.#methods].map(([path, methods]) => ({ path, allow: allowField([...methods, 'OPTIONS']) }));
   }
 
-  /** Every method some path allows, for CORS preflights and answers given outside the router (read once sealed). */
+  /** Every method some path allows, for CORS preflights and answers given outside the router; kept once listed, the table being sealed. */
   union(): string {
-    return allowField([...this.#methods.values()].flatMap((m) => [...m]).concat('OPTIONS'));
+    return (this.#union ??= allowField([...this.#methods.values()].flatMap((m) => [...m]).concat('OPTIONS')));
   }
 }
 
