@@ -33,7 +33,16 @@ export function assertNodeProcess(pid: number, name: string): void {
 
 /** Peak resident memory of a process (VmHWM), in MiB. */
 export function peakRssMiB(pid: number): number {
-  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return statusMiB(pid, 'VmHWM');
+}
+
+/** Resident memory of a process now (VmRSS), in MiB. */
+export function rssMiB(pid: number): number {
+  return statusMiB(pid, 'VmRSS');
+}
+
+function statusMiB(pid: number, field: string): number {
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
   return kb / 1024;
 }
 

@@ -55,7 +55,7 @@ import { openPostgresStore } from '../src/storage/postgres/store.ts';
 import { DatabaseSync, inWriteTransaction } from '../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../src/storage/sqlite/store.ts';
 import type { Store } from '../src/storage/store.ts';
-import { assertNodeProcess, CLK_TCK, coreTimes, cpuTicks, peakRssMiB, type CoreTimes } from './cpu.ts';
+import { assertNodeProcess, CLK_TCK, coreTimes, cpuTicks, peakRssMiB, rssMiB, type CoreTimes } from './cpu.ts';
 import {
   createMixKeys,
   mergeMixCounts,
@@ -103,11 +103,32 @@ interface Variant {
 
 /** How `npm start` starts the service: its variables and Node.js flags (scripts/start-command.ts). */
 const START = startLaunch();
-const A: Variant = { letter: 'A', launch: START, checkout: undefined };
-/** BENCH_AB: ways separated by `|`, lettered B, C, ...; BENCH_B_CHECKOUT: another checkout's build runs them. */
+/**
+ * BENCH_GUARD=<factor>: the CPU guard (bench/guard.ts). The run fails when, for any service scenario,
+ * A's CPU per request over B's, paired round by round, has a median above the factor; the floor is
+ * left out, and every scenario chosen must be measured.
+ */
+const GUARD = process.env.BENCH_GUARD ? Number(process.env.BENCH_GUARD) : undefined;
+/** BENCH_A_SLOWDOWN=<share>: A spends that share more CPU time (bench/slowdown.mjs), to show the guard fails. */
+const SLOWDOWN = process.env.BENCH_A_SLOWDOWN;
+const A: Variant = {
+  letter: 'A',
+  launch: SLOWDOWN
+    ? {
+        env: { ...START.env, BENCH_SLOWDOWN: SLOWDOWN },
+        flags: [`--import=${join(import.meta.dirname, 'slowdown.mjs')}`, ...START.flags],
+      }
+    : START,
+  checkout: undefined,
+};
+/**
+ * BENCH_AB: ways separated by `|`, lettered B, C, ...; BENCH_B_CHECKOUT: another checkout's build runs
+ * them, as its own `npm start` does unless BENCH_AB says how.
+ */
 const OTHERS: Variant[] = (() => {
   const checkout = process.env.BENCH_B_CHECKOUT;
-  const launches = process.env.BENCH_AB !== undefined ? process.env.BENCH_AB.split('|').map(launchOf) : checkout ? [START] : [];
+  const launches =
+    process.env.BENCH_AB !== undefined ? process.env.BENCH_AB.split('|').map(launchOf) : checkout ? [startLaunch(checkout)] : [];
   return launches.map((launch, i) => ({ letter: String.fromCharCode(66 + i), launch, checkout }));
 })();
 const labelOf = (v: Variant) => (v === A ? '' : ` [${v.letter}]`);
@@ -263,6 +284,8 @@ interface Server {
   /** The service (not the ceiling, the floor or json-server): its memory is in the budget. */
   service: boolean;
   dataset?: Dataset;
+  /** Resident memory as soon as it answered, before any load. */
+  idleRssMiB?: number;
 }
 
 async function startPinned(
@@ -290,6 +313,7 @@ async function startPinned(
     }
   }
   assertNodeProcess(server.pid, name);
+  server.idleRssMiB = rssMiB(server.pid);
   return server;
 }
 
@@ -412,7 +436,9 @@ function scenarios(withPostgres: boolean): Scenario[] {
       { label: L.pgMix, server: 'postgres-mix', path: '/v1/pets', mix: true },
     );
   }
-  const chosen = list.filter((s) => !ONLY || REFERENCES.has(s.server) || ONLY.test(s.label));
+  const chosen = list.filter(
+    (s) => (!ONLY || REFERENCES.has(s.server) || ONLY.test(s.label)) && !(GUARD !== undefined && s.server === 'floor'),
+  );
   // In an A/B run each service scenario runs on a second process started the other way, in the same rounds.
   const services = chosen.filter((s) => !REFERENCES.has(s.server));
   return [
@@ -630,6 +656,7 @@ interface Row {
   idle0: number;
   busy1: number;
   rssMiB: number;
+  idleRssMiB: number;
   non2xx: number;
   refused429?: number;
   socketErrors: number;
@@ -657,6 +684,7 @@ function rowOf(s: Ready, samples: Sample[], ceiling: Sample[], rssMiB: number): 
     idle0: median(samples.map((x) => x.idle0)),
     busy1: median(samples.map((x) => x.busy1)),
     rssMiB,
+    idleRssMiB: s.host.idleRssMiB ?? NaN,
     non2xx: samples.reduce((a, x) => a + x.non2xx, 0),
     ...(mix429 === undefined ? {} : { refused429: mix429 }),
     socketErrors: samples.reduce((a, x) => a + x.socketErrors, 0),
@@ -670,8 +698,8 @@ const int = (v: number) => Math.round(v).toLocaleString('en-US');
 
 function scenarioTable(rows: Row[]): string[] {
   return [
-    '| Scenario | CPU µs/req | CPU ratio min / median / max | req/s | req/s × ceiling | p50 ms | p99 ms | server CPU | core 0 idle | core 1 busy | peak RSS MiB | non-2xx | 429 | socket errors |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| Scenario | CPU µs/req | CPU ratio min / median / max | req/s | req/s × ceiling | p50 ms | p99 ms | server CPU | core 0 idle | core 1 busy | idle RSS MiB | peak RSS MiB | non-2xx | 429 | socket errors |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map((r) =>
       [
         '',
@@ -688,6 +716,7 @@ function scenarioTable(rows: Row[]): string[] {
         pct(r.busy),
         pct(r.idle0),
         pct(r.busy1),
+        r.idleRssMiB.toFixed(0),
         r.rssMiB.toFixed(0),
         r.non2xx,
         r.refused429 ?? '–',
@@ -775,35 +804,76 @@ function budgetTable(title: string, lines: BudgetLine[]): string[] {
   ];
 }
 
+/** B's CPU per request over A's, round by round, over the rounds both could be measured in. */
+function pairedRatios(a: Row, b: Row): number[] {
+  return a.samples.flatMap((x, i) => {
+    const y = b.samples[i]!;
+    return x.ticks >= MIN_TICKS && y.ticks >= MIN_TICKS ? [y.cpuUs / x.cpuUs] : [];
+  });
+}
+
+/** Each service row of A with its row in variant v. */
+function pairs(rows: Row[], v: Variant): { a: Row; b: Row }[] {
+  return rows
+    .filter((r) => r.service && letterOf(r) === 'A')
+    .flatMap((a) => {
+      const b = rows.find((r) => r.label === a.label + labelOf(v));
+      return b ? [{ a, b }] : [];
+    });
+}
+
 /**
  * A against B, scenario by scenario: B's CPU per request over A's, paired round by round (below 1, B
- * costs less), and both processes' peak RSS beside the ceiling's from the same run.
+ * costs less), and both processes' resident memory at start and at their peak, beside the ceiling's.
  */
 function abTable(rows: Row[], v: Variant): string[] {
   const ceiling = rows.find((r) => r.label === L.ceiling)!;
   const B = v.letter;
   const out = [
     `A/${B} in one run, rounds alternating: ${describeVariant(A)}; ${describeVariant(v)}. ` +
-      `The ceiling's peak RSS: ${ceiling.rssMiB.toFixed(1)} MiB.`,
+      `The ceiling's RSS: ${ceiling.idleRssMiB.toFixed(1)} MiB at start, ${ceiling.rssMiB.toFixed(1)} MiB at its peak.`,
     '',
-    `| Scenario | CPU µs/req A | ${B} | ${B} / A per round, min / median / max | ratio to the ceiling A | ${B} | peak RSS MiB A | ${B} |`,
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    `| Scenario | CPU µs/req A | ${B} | ${B} / A per round, min / median / max | ratio to the ceiling A | ${B} | idle RSS MiB A | ${B} | peak RSS MiB A | ${B} |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
-  for (const a of rows.filter((r) => r.service && letterOf(r) === 'A')) {
-    const b = rows.find((r) => r.label === a.label + labelOf(v));
-    if (!b) continue;
-    const paired = a.samples.flatMap((x, i) => {
-      const y = b.samples[i]!;
-      return x.ticks >= MIN_TICKS && y.ticks >= MIN_TICKS ? [y.cpuUs / x.cpuUs] : [];
-    });
+  for (const { a, b } of pairs(rows, v)) {
+    const paired = pairedRatios(a, b);
     const ab = paired.length ? spreadOf(paired) : undefined;
     out.push(
       `| ${a.label} | ${a.cpuUs.median.toFixed(1)} | ${b.cpuUs.median.toFixed(1)} | ` +
         `${ab ? `${f2(ab.min)} / **${f2(ab.median)}** / ${f2(ab.max)}` : '–'} | ${f2(a.cpuRatio.median)} | ${f2(b.cpuRatio.median)} | ` +
-        `${a.rssMiB.toFixed(0)} | ${b.rssMiB.toFixed(0)} |`,
+        `${a.idleRssMiB.toFixed(0)} | ${b.idleRssMiB.toFixed(0)} | ${a.rssMiB.toFixed(0)} | ${b.rssMiB.toFixed(0)} |`,
     );
   }
   return [...out, ''];
+}
+
+interface GuardLine {
+  label: string;
+  /** A's CPU per request over B's (this build over the reference), per round: min / median / max. */
+  ratio: { min: number; median: number; max: number } | undefined;
+  failed: boolean;
+}
+
+/** The guard's verdict per scenario: this build (A) over the reference (B), failing above GUARD or when not measured. */
+function guardLines(rows: Row[], limit: number): GuardLine[] {
+  return pairs(rows, OTHERS[0]!).map(({ a, b }) => {
+    const paired = pairedRatios(a, b).map((ba) => 1 / ba);
+    const ratio = paired.length ? spreadOf(paired) : undefined;
+    return { label: a.label, ratio, failed: ratio === undefined || ratio.median > limit };
+  });
+}
+
+function guardTable(lines: GuardLine[], limit: number): string[] {
+  return [
+    `| CPU guard: this build over the reference, per round (fails above ${f2(limit)}) | min / median / max | Passed |`,
+    '|---|---:|---|',
+    ...lines.map(
+      (g) =>
+        `| ${g.label} | ${g.ratio ? `${f2(g.ratio.min)} / **${f2(g.ratio.median)}** / ${f2(g.ratio.max)}` : 'not measured'} | ${g.failed ? 'NO' : 'yes'} |`,
+    ),
+    '',
+  ];
 }
 
 /** What to know before trusting the figures: resolution, noise, saturation, the mix's make-up. */
@@ -936,9 +1006,15 @@ async function main(): Promise<number> {
     ...notes(rows),
     `- Run time: ${Math.floor(minutes)} min ${Math.round((minutes % 1) * 60)} s.`,
   ];
+  const guard = GUARD === undefined ? undefined : guardLines(rows, GUARD);
+  if (guard) report.push('', ...guardTable(guard, GUARD!));
   console.log('\n' + report.join('\n'));
   writeFileSync(join(import.meta.dirname, 'last-run.md'), report.join('\n') + '\n');
   console.log('\nWritten to bench/last-run.md.');
+  if (guard) {
+    writeFileSync(join(import.meta.dirname, 'last-guard.json'), JSON.stringify(guard, null, 2) + '\n');
+    return guard.some((g) => g.failed) ? 1 : 0;
+  }
   const missed = budgetLines.filter((b) => b.met === false).length;
   return missed && process.env.BENCH_STRICT === '1' ? 1 : 0;
 }

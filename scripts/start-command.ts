@@ -5,6 +5,7 @@
  * them from there and run it the same way, on the Node.js running them.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Variables (the C allocator's, say) and Node.js flags to start the server with. */
 export interface Launch {
@@ -31,7 +32,17 @@ export function launchOfStart(start: string): Launch {
   return launchOf(`${command[1] ?? ''} ${command[2]}`);
 }
 
-/** How package.json (in the working directory) starts the server. */
-export function startLaunch(): Launch {
-  return launchOfStart((JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start);
+/**
+ * How a checkout's package.json (the working directory's by default) starts the server. Builds from
+ * before the start script named node ran `exec ./dist/cli/main.js serve`, with the settings on the
+ * command's first line (`#!/usr/bin/env -S [NAME=value ...] node [flags]`): those are read from there,
+ * so an older build compared against this one runs as its own `npm start` ran it.
+ */
+export function startLaunch(checkout = '.'): Launch {
+  const start = (JSON.parse(readFileSync(join(checkout, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  if (!/&& exec \.\/dist\/cli\/main\.js serve$/.test(start)) return launchOfStart(start);
+  const firstLine = readFileSync(join(checkout, 'dist/cli/main.js'), 'utf8').split('\n', 1)[0]!;
+  const shebang = /^#!\/usr\/bin\/env (?:-S )?(.*?)\bnode\b(.*)$/.exec(firstLine);
+  if (!shebang) throw new Error(`${checkout}: dist/cli/main.js does not start with #!/usr/bin/env [-S] ... node: ${firstLine}`);
+  return launchOf(`${shebang[1]} ${shebang[2]}`);
 }

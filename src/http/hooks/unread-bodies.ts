@@ -48,7 +48,7 @@ export const unreadBodies = fp(
   async (app: FastifyInstance) => {
     // Synchronous, like the other per-request hooks.
     app.addHook('onRequest', (request, reply, done) => {
-      if (declaresBody(request.raw)) declaredBodies.set(reply.raw as ServerResponse, { reply, admitted: false });
+      if (declaresBody(request.raw)) (reply.raw as Declaring)[DECLARED] = { reply, admitted: false };
       done();
     });
     app.addHook('onSend', (request, reply, payload, done) => {
@@ -75,11 +75,15 @@ interface DeclaredBody {
 }
 
 /**
- * Each request that declares a body, by its raw response: a fault in the body (it stops coming, or
+ * Each request that declares a body, on its raw response: a fault in the body (it stops coming, or
  * breaks its framing) is answered outside the router (unrouted-answers.ts), with the headers its
  * reply has once the guard has decided, the rate-limit headers of the key or address charged.
+ * A property, not a WeakMap keyed by the response: V8's young-generation collections keep a weak
+ * map's values alive (only full collections drop them), so each create's request and reply were
+ * promoted and died in the old generation, and creates cost up to twice the CPU (BENCHMARKS.md).
  */
-const declaredBodies = new WeakMap<ServerResponse, DeclaredBody>();
+const DECLARED = Symbol('declared body');
+type Declaring = ServerResponse & { [DECLARED]?: DeclaredBody };
 
 /**
  * The reply of a request that declared a body, once the guard has decided on it: admitted it, or
@@ -87,7 +91,7 @@ const declaredBodies = new WeakMap<ServerResponse, DeclaredBody>();
  * (Wrapped: a reply is itself a thenable, which a promise would wait on until it is sent.)
  */
 export function replyOnceDecided(response: ServerResponse, waitMs: number): Promise<{ reply: FastifyReply }> | undefined {
-  const declared = declaredBodies.get(response);
+  const declared = (response as Declaring)[DECLARED];
   if (declared === undefined) return undefined;
   const { reply } = declared;
   if (declared.admitted || response.headersSent) return Promise.resolve({ reply });
@@ -121,7 +125,7 @@ export function continueAdmitted(
 ): void {
   const raw = request.raw;
   const response = reply.raw as ServerResponse;
-  const declared = declaredBodies.get(response);
+  const declared = (response as Declaring)[DECLARED];
   if (declared) {
     declared.admitted = true;
     declared.onAdmitted?.();
