@@ -439,12 +439,11 @@ function scenarios(withPostgres: boolean): Scenario[] {
   const chosen = list.filter(
     (s) => (!ONLY || REFERENCES.has(s.server) || ONLY.test(s.label)) && !(GUARD !== undefined && s.server === 'floor'),
   );
-  // In an A/B run each service scenario runs on a second process started the other way, in the same rounds.
-  const services = chosen.filter((s) => !REFERENCES.has(s.server));
-  return [
-    ...chosen,
-    ...OTHERS.flatMap((v) => services.map((s) => ({ ...s, label: s.label + labelOf(v), server: s.server + serverOf(v) }))),
-  ];
+  // In an A/B run each service scenario runs on a second process started the other way, in the same rounds,
+  // right after A's run (and before it in the reversed rounds), so that both meet the machine alike.
+  return chosen.flatMap((s) =>
+    REFERENCES.has(s.server) ? [s] : [s, ...OTHERS.map((v) => ({ ...s, label: s.label + labelOf(v), server: s.server + serverOf(v) }))],
+  );
 }
 
 /** The servers that are not the service. */
