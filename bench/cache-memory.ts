@@ -1,24 +1,27 @@
 /**
- * What the caches hold under the most expensive listing a key can ask for: ~1,150 pets whose names are
- * 100 control characters (each escaped to six bytes of JSON), every cursor of a one-pet walk fetched
- * again at limit=100 in identity, gzip and br, so that every full page of the list is kept in every
- * coding. Prints the server's RSS before the fetches, after them and after 20 s idle, its peak, and the
- * caches' own byte counts and the heap's from the metrics listener. Every pet is also read by id once.
- * Usage: node bench/cache-memory.ts [--pets=1150]
- * [--idle-seconds=20]; extra environment (PAGE_CACHE_BYTES=..., PET_CACHE_BYTES=...) reaches the server.
+ * What the caches cost in memory under the most expensive listing a key can ask for, with the caches on
+ * and off in the same run, for this build and, with --reference DIR, another checkout's build beside it.
+ * Each server starts as its own `npm start` starts it. The workload: PETS pets whose names are 99
+ * control characters (each escaped to six bytes of JSON) and one two-byte character (so V8 keeps
+ * the whole name as two-byte text), every cursor of a one-pet walk fetched again at limit=100 in
+ * identity, gzip and br, so that every full page is kept in every coding, and every pet read by id.
+ * Prints each server's RSS at start, after the workload and at its peak, and the growth with the
+ * caches on over the growth with them off.
+ * Usage: node bench/cache-memory.ts [--pets=1000] [--reference=DIR]; extra environment (PAGE_CACHE_BYTES=...) reaches the servers.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { startLaunch, type Launch } from '../scripts/start-command.ts';
 import { tempDir } from '../test/support/temp.ts';
+import { peakRssMiB, rssMiB } from './cpu.ts';
 
 const { values: args } = parseArgs({
-  options: { pets: { type: 'string', default: '1150' }, 'idle-seconds': { type: 'string', default: '20' } },
+  options: { pets: { type: 'string', default: '1000' }, reference: { type: 'string' } },
 });
 const PETS = Number(args.pets);
-const IDLE_MS = Number(args['idle-seconds']) * 1000;
 const CONCURRENCY = 8;
 const CODINGS = ['identity', 'gzip', 'br'] as const;
 
@@ -33,11 +36,7 @@ const freePort = (): Promise<number> =>
 /** Control characters that are not white space, so the name is valid; JSON escapes each as \u00XX. */
 const CONTROLS = [...Array.from({ length: 8 }, (_, i) => i + 1), ...Array.from({ length: 18 }, (_, i) => i + 14)];
 const hostileName = (seed: number) =>
-  Array.from({ length: 100 }, (_, i) => String.fromCharCode(CONTROLS[(seed * 31 + i * 7) % CONTROLS.length]!)).join('');
-
-const kib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-const status = (pid: number, field: string) =>
-  Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+  Array.from({ length: 99 }, (_, i) => String.fromCharCode(CONTROLS[(seed * 31 + i * 7) % CONTROLS.length]!)).join('') + '\u20ac';
 
 async function inParallel<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -48,90 +47,112 @@ async function inParallel<T>(items: T[], work: (item: T) => Promise<void>): Prom
   );
 }
 
-const dir = tempDir();
-const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, LOG_LEVEL: 'warn' };
-const [port, metricsPort] = [await freePort(), await freePort()];
-const key = execFileSync(
-  process.execPath,
-  ['src/cli/main.ts', 'keys', 'create', '--plan', 'enterprise', '--rpm', '10000000', '--rpd', '100000000'],
-  { env, encoding: 'utf8' },
-)
-  .trim()
-  .split('\n')
-  .at(-1)!;
-const server = spawn(process.execPath, ['src/cli/main.ts', 'serve'], {
-  env: { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), MAX_CONNECTIONS_PER_ADDRESS: '0' },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const base = `http://127.0.0.1:${port}/v1`;
-const auth = { Authorization: `Bearer ${key}` };
-try {
-  for (let i = 0; ; i++) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/healthz`).then(
+/** The variables that turn a build's caches off: its page cache (by bytes, or by count before that) and its pet cache. */
+function cachesOff(checkout: string): Record<string, string> {
+  const config = readFileSync(join(checkout, 'dist/config.js'), 'utf8');
+  if (!config.includes('PAGE_CACHE_BYTES')) return { PAGE_CACHE_SIZE: '0' };
+  return { PAGE_CACHE_BYTES: '0', ...(config.includes('PET_CACHE_BYTES') ? { PET_CACHE_BYTES: '0' } : {}) };
+}
+
+interface Measured {
+  startMiB: number;
+  afterMiB: number;
+  peakMiB: number;
+}
+
+async function workload(checkout: string, launch: Launch, extra: Record<string, string>): Promise<Measured> {
+  const dir = tempDir();
+  const cli = join(checkout, 'dist/cli/main.js');
+  const env = { ...process.env, ...launch.env, DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, LOG_LEVEL: 'warn', ...extra };
+  const port = await freePort();
+  const key = execFileSync(
+    process.execPath,
+    [...launch.flags, cli, 'keys', 'create', '--plan', 'enterprise', '--rpm', '10000000', '--rpd', '100000000'],
+    { env, encoding: 'utf8' },
+  )
+    .trim()
+    .split('\n')
+    .at(-1)!;
+  const server = spawn(process.execPath, [...launch.flags, cli, 'serve'], {
+    env: { ...env, PORT: String(port), MAX_CONNECTIONS_PER_ADDRESS: '0' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const base = `http://127.0.0.1:${port}/v1`;
+  const auth = { Authorization: `Bearer ${key}` };
+  try {
+    for (let i = 0; ; i++) {
+      const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
         (r) => r.ok,
         () => false,
-      )
-    )
-      break;
-    if (i > 100) throw new Error('the server did not start');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  const rssStart = status(server.pid!, 'VmRSS');
-  await inParallel(
-    Array.from({ length: PETS }, (_, i) => i),
-    async (i) => {
-      const answer = await fetch(`${base}/pets`, {
-        method: 'POST',
-        headers: { ...auth, 'Content-Type': 'application/json' },
-        body: JSON.stringify({ name: hostileName(i), categoryId: 1 }),
-      });
-      if (answer.status !== 201) throw new Error(`create answered ${answer.status}: ${await answer.text()}`);
-    },
-  );
-  // A one-pet walk gives a cursor after every pet; each opens its own 100-pet page.
-  const cursors: (string | undefined)[] = [undefined];
-  for (let url: string | undefined = `${base}/pets?limit=1`; url;) {
-    const answer = await fetch(url, { headers: auth });
-    await answer.arrayBuffer();
-    const next = /<([^>]+)>; rel="next"/.exec(answer.headers.get('link') ?? '')?.[1];
-    if (next) cursors.push(new URL(next, base).searchParams.get('cursor')!);
-    url = next && new URL(next, base).href;
-  }
-  const rssBefore = status(server.pid!, 'VmRSS');
-  const fetches = cursors.flatMap((cursor) => CODINGS.map((coding) => ({ cursor, coding })));
-  await inParallel(fetches, async ({ cursor, coding }) => {
-    const query = cursor === undefined ? '' : `&cursor=${cursor}`;
-    // undici decompresses on its own; asking for one coding alone makes the server send it.
-    const answer = await fetch(`${base}/pets?limit=100${query}`, { headers: { ...auth, 'Accept-Encoding': coding } });
-    await answer.arrayBuffer();
-    if (answer.status !== 200) throw new Error(`list answered ${answer.status}`);
-  });
-  const rssAfterLists = status(server.pid!, 'VmRSS');
-  // Every pet by id once (getPet), so the pet cache holds what it would.
-  await inParallel(
-    Array.from({ length: PETS }, (_, i) => i + 1),
-    async (id) => {
-      const answer = await fetch(`${base}/pets/${id}`, { headers: auth });
+      );
+      if (up) break;
+      if (i > 100) throw new Error('the server did not start');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const startMiB = rssMiB(server.pid!);
+    await inParallel(
+      Array.from({ length: PETS }, (_, i) => i),
+      async (i) => {
+        const answer = await fetch(`${base}/pets`, {
+          method: 'POST',
+          headers: { ...auth, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ name: hostileName(i), categoryId: 1 }),
+        });
+        if (answer.status !== 201) throw new Error(`create answered ${answer.status}: ${await answer.text()}`);
+      },
+    );
+    // A one-pet walk gives a cursor after every pet; each opens its own 100-pet page.
+    const cursors: (string | undefined)[] = [undefined];
+    for (let url: string | undefined = `${base}/pets?limit=1`; url;) {
+      const answer = await fetch(url, { headers: auth });
       await answer.arrayBuffer();
-      if (answer.status !== 200) throw new Error(`get answered ${answer.status}`);
-    },
-  );
-  const rssAfter = status(server.pid!, 'VmRSS');
-  await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-  const rssIdle = status(server.pid!, 'VmRSS');
-  const peak = status(server.pid!, 'VmHWM');
-  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text());
-  const cacheLines = metrics.split('\n').filter((line) => /^(petstore_cache_|nodejs_heap_size_|nodejs_external_memory)/.test(line));
-  console.log(`${PETS} pets, ${cursors.length} cursors, ${fetches.length} fetches at limit=100, ${PETS} by id`);
-  console.log(
-    `RSS at start ${kib(rssStart)}, before the fetches ${kib(rssBefore)}, after the pages ${kib(rssAfterLists)}, after the pets ${kib(rssAfter)}, after ${IDLE_MS / 1000} s idle ${kib(rssIdle)}; peak ${kib(peak)}`,
-  );
-  console.log(cacheLines.length ? cacheLines.join('\n') : '(no petstore_cache_ metrics)');
-} finally {
-  if (server.exitCode === null) {
-    server.kill('SIGTERM');
-    await new Promise((resolve) => server.once('exit', resolve));
+      const next = /<([^>]+)>; rel="next"/.exec(answer.headers.get('link') ?? '')?.[1];
+      if (next) cursors.push(new URL(next, base).searchParams.get('cursor')!);
+      url = next && new URL(next, base).href;
+    }
+    const fetches = cursors.flatMap((cursor) => CODINGS.map((coding) => ({ cursor, coding })));
+    await inParallel(fetches, async ({ cursor, coding }) => {
+      const query = cursor === undefined ? '' : `&cursor=${cursor}`;
+      // undici decompresses on its own; asking for one coding alone makes the server send it.
+      const answer = await fetch(`${base}/pets?limit=100${query}`, { headers: { ...auth, 'Accept-Encoding': coding } });
+      await answer.arrayBuffer();
+      if (answer.status !== 200) throw new Error(`list answered ${answer.status}`);
+    });
+    await inParallel(
+      Array.from({ length: PETS }, (_, i) => i + 1),
+      async (id) => {
+        const answer = await fetch(`${base}/pets/${id}`, { headers: auth });
+        await answer.arrayBuffer();
+        if (answer.status !== 200) throw new Error(`get answered ${answer.status}`);
+      },
+    );
+    return { startMiB, afterMiB: rssMiB(server.pid!), peakMiB: peakRssMiB(server.pid!) };
+  } finally {
+    if (server.exitCode === null) {
+      server.kill('SIGTERM');
+      await new Promise((resolve) => server.once('exit', resolve));
+    }
+    rmSync(dir, { recursive: true, force: true });
   }
-  rmSync(dir, { recursive: true, force: true });
 }
+
+const builds = [{ name: 'this build', checkout: '.' }, ...(args.reference ? [{ name: args.reference, checkout: args.reference }] : [])];
+const rows: string[] = [];
+for (const { name, checkout } of builds) {
+  const launch = startLaunch(checkout);
+  const on = await workload(checkout, launch, {});
+  const off = await workload(checkout, launch, cachesOff(checkout));
+  const line = (caches: string, m: Measured) =>
+    `| ${name} | ${caches} | ${m.startMiB.toFixed(1)} | ${m.afterMiB.toFixed(1)} | ${(m.afterMiB - m.startMiB).toFixed(1)} | ${m.peakMiB.toFixed(1)} |`;
+  rows.push(line('on', on), line(`off (${Object.keys(cachesOff(checkout)).join(', ')} = 0)`, off));
+  rows.push(`| ${name} | growth on over off | | | **${(on.afterMiB - on.startMiB - (off.afterMiB - off.startMiB)).toFixed(1)}** | |`);
+}
+console.log(
+  [
+    `${PETS} pets of hostile names, ${PETS + 1} pages of 100 in ${CODINGS.length} codings, every pet by id; RSS in MiB`,
+    '',
+    '| Build | Caches | at start | after the workload | growth | peak |',
+    '|---|---|---:|---:|---:|---:|',
+    ...rows,
+  ].join('\n'),
+);

@@ -9,7 +9,7 @@
  * The reference is exported from git (it must be in this clone's history), installed with `npm ci`
  * and built once per commit and Node.js release, in a cache folder outside the checkout.
  * Environment: BENCH_GUARD_LIMIT (1.15), BENCH_GUARD_REFERENCE (a commit instead of the file's: HEAD runs this
- * build against itself), BENCH_ROUNDS (7), BENCH_SECONDS (3), BENCH_A_SLOWDOWN (run.ts).
+ * build against itself), BENCH_ROUNDS (15), BENCH_SECONDS (1), BENCH_A_SLOWDOWN (run.ts).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
@@ -71,9 +71,9 @@ function measure(reference: string, labels: string[]): GuardLine[] {
     stdio: 'inherit',
     env: {
       ...process.env,
-      // More, shorter rounds than a full benchmark's: a median of more pairs, in a few minutes.
-      BENCH_ROUNDS: process.env.BENCH_ROUNDS ?? '7',
-      BENCH_SECONDS: process.env.BENCH_SECONDS ?? '3',
+      // Many short rounds: each pair of runs meets the machine within two seconds, and the median is of 15 pairs.
+      BENCH_ROUNDS: process.env.BENCH_ROUNDS ?? '15',
+      BENCH_SECONDS: process.env.BENCH_SECONDS ?? '1',
       BENCH_ONLY: only(labels),
       BENCH_B_CHECKOUT: reference,
       BENCH_GUARD: GUARD_LIMIT,

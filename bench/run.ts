@@ -31,9 +31,10 @@
  * e.g. `MALLOC_ARENA_MAX=1 --no-maglev`, or '' for none), several ways separated by `|`: every chosen
  * service scenario then runs once more per way, on its own process, labelled [B], [C], ..., in the
  * same alternating rounds; the report adds each one's budget and a table of its CPU per request over
- * A's, paired round by round, with the peaks of RSS beside the ceiling's. BENCH_B_CHECKOUT=<dir> makes
- * them run another checkout's build (built first), for an A/B of two builds: started as A is unless
- * BENCH_AB says otherwise.
+ * A's, paired round by round, with RSS at start and at the peak beside the ceiling's. BENCH_B_CHECKOUT=<dir>
+ * makes them run another checkout's build (built first), for an A/B of two builds: started as its own
+ * `npm start` starts it unless BENCH_AB says otherwise. BENCH_A_LAUNCH=<words> starts A otherwise ('' for a
+ * bare `petstore serve`). BENCH_GUARD and BENCH_A_SLOWDOWN: bench/guard.ts.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
  * as successes), is one entry in `scenarios()` below:
@@ -109,16 +110,18 @@ const START = startLaunch();
  * left out, and every scenario chosen must be measured.
  */
 const GUARD = process.env.BENCH_GUARD ? Number(process.env.BENCH_GUARD) : undefined;
+/** BENCH_A_LAUNCH=<words>: A started otherwise than `npm start` does ('' for a bare `petstore serve`). */
+const A_LAUNCH = process.env.BENCH_A_LAUNCH === undefined ? START : launchOf(process.env.BENCH_A_LAUNCH);
 /** BENCH_A_SLOWDOWN=<share>: A spends that share more CPU time (bench/slowdown.mjs), to show the guard fails. */
 const SLOWDOWN = process.env.BENCH_A_SLOWDOWN;
 const A: Variant = {
   letter: 'A',
   launch: SLOWDOWN
     ? {
-        env: { ...START.env, BENCH_SLOWDOWN: SLOWDOWN },
-        flags: [`--import=${join(import.meta.dirname, 'slowdown.mjs')}`, ...START.flags],
+        env: { ...A_LAUNCH.env, BENCH_SLOWDOWN: SLOWDOWN },
+        flags: [`--import=${join(import.meta.dirname, 'slowdown.mjs')}`, ...A_LAUNCH.flags],
       }
-    : START,
+    : A_LAUNCH,
   checkout: undefined,
 };
 /**
