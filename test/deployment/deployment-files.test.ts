@@ -101,6 +101,25 @@ test('the container runs the serve command as npm start does, with the same vari
   assert.match(dockerfile, /^FROM .* AS build$/m, 'multi-stage');
 });
 
+test('every runtime setting of the start script is accounted for in docs/platform.md and BENCHMARKS.md', () => {
+  // A setting stays only with its A/B of CPU and memory (docs/platform.md, "Runtime settings"): one added
+  // to the script without a line of its own in both documents fails here.
+  const section = (text: string, heading: string) => {
+    const from = text.indexOf(`## ${heading}\n`);
+    assert.ok(from >= 0, `a "${heading}" section`);
+    const to = text.indexOf('\n## ', from + 1);
+    return text.slice(from, to < 0 ? undefined : to);
+  };
+  const platform = section(read('docs/platform.md'), 'Runtime settings');
+  const benchmarks = section(read('BENCHMARKS.md'), 'Runtime settings');
+  const settings = [...Object.entries(start.env).map(([name, value]) => `${name}=${value}`), ...start.flags];
+  assert.ok(settings.length > 0);
+  for (const setting of settings) {
+    assert.ok(platform.includes(`\n- \`${setting}\`: `), `docs/platform.md says why ${setting} stays`);
+    if (setting !== '--experimental-sqlite') assert.ok(benchmarks.includes(`\`${setting}\``), `BENCHMARKS.md has the A/B of ${setting}`);
+  }
+});
+
 test('the runtime stage installs production dependencies without scripts and copies what the build made', () => {
   const runtimeStage = dockerfile.slice(dockerfile.indexOf('\nFROM ', dockerfile.indexOf('AS build')));
   assert.match(runtimeStage, /npm ci --omit=dev --ignore-scripts/);
