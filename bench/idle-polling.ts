@@ -8,7 +8,7 @@
  * machine, 0.91 of wrk's context switches per request of the cached list against 0.48 for the
  * ceiling), and what each costs depends on the machine's idle settings rather than on the server.
  * On one machine whose idle cores halt at once, polling took the cached list from 0.38–0.39 of the
- * ceiling to 0.46 (BENCHMARKS.md, the round that made idle cores poll).
+ * ceiling to 0.46 (the round that made idle cores poll, in the history of BENCHMARKS.md).
  *
  * While a process holds /dev/cpu_dma_latency open with 0 written to it (Linux's PM QoS interface,
  * which latency-sensitive benchmarks use for this), the cpuidle governor keeps idle cores in their
