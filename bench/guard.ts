@@ -15,6 +15,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { GuardLine } from './run.ts';
 
 const GUARD_LIMIT = process.env.BENCH_GUARD_LIMIT ?? '1.15';
 /** The four requests the guard watches: the cached list, getPet, and creates on each engine. */
@@ -57,12 +58,6 @@ function referenceBuild(commit: string): string {
     rmSync(building, { recursive: true, force: true });
   }
   return dir;
-}
-
-interface GuardLine {
-  label: string;
-  ratio: { min: number; median: number; max: number } | undefined;
-  failed: boolean;
 }
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);

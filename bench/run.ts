@@ -850,7 +850,8 @@ function abTable(rows: Row[], v: Variant): string[] {
   return [...out, ''];
 }
 
-interface GuardLine {
+/** One request's verdict, as bench/last-guard.json holds it for bench/guard.ts. */
+export interface GuardLine {
   label: string;
   /** A's CPU per request over B's (this build over the reference), per round: min / median / max. */
   ratio: { min: number; median: number; max: number } | undefined;
