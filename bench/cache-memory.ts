@@ -140,11 +140,12 @@ const builds = [{ name: 'this build', checkout: '.' }, ...(args.reference ? [{ n
 const rows: string[] = [];
 for (const { name, checkout } of builds) {
   const launch = startLaunch(checkout);
+  const offEnv = cachesOff(checkout);
   const on = await workload(checkout, launch, {});
-  const off = await workload(checkout, launch, cachesOff(checkout));
+  const off = await workload(checkout, launch, offEnv);
   const line = (caches: string, m: Measured) =>
     `| ${name} | ${caches} | ${m.startMiB.toFixed(1)} | ${m.afterMiB.toFixed(1)} | ${(m.afterMiB - m.startMiB).toFixed(1)} | ${m.peakMiB.toFixed(1)} |`;
-  rows.push(line('on', on), line(`off (${Object.keys(cachesOff(checkout)).join(', ')} = 0)`, off));
+  rows.push(line('on', on), line(`off (${Object.keys(offEnv).join(', ')} = 0)`, off));
   rows.push(`| ${name} | growth on over off | | | **${(on.afterMiB - on.startMiB - (off.afterMiB - off.startMiB)).toFixed(1)}** | |`);
 }
 console.log(

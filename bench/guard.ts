@@ -64,6 +64,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 
 /** One run of the benchmark on the given requests, in this many rounds; its guard lines. */
 function measure(reference: string, labels: string[], rounds: number): GuardLine[] {
+  // A run that fails before its verdict must not leave an earlier run's verdict to be read.
+  const verdict = join(import.meta.dirname, 'last-guard.json');
+  rmSync(verdict, { force: true });
   const result = spawnSync(process.execPath, [join(import.meta.dirname, 'run.ts')], {
     stdio: 'inherit',
     env: {
@@ -78,7 +81,8 @@ function measure(reference: string, labels: string[], rounds: number): GuardLine
     },
   });
   if (result.status !== 0 && result.status !== 1) throw new Error(`the benchmark failed (status ${result.status ?? result.signal})`);
-  const lines = JSON.parse(readFileSync(join(import.meta.dirname, 'last-guard.json'), 'utf8')) as GuardLine[];
+  if (!existsSync(verdict)) throw new Error(`the benchmark ended (status ${result.status}) without a verdict`);
+  const lines = JSON.parse(readFileSync(verdict, 'utf8')) as GuardLine[];
   const missing = labels.filter((label) => !lines.some((g) => g.label === label));
   if (missing.length) throw new Error(`not measured: ${missing.join('; ')} (are PostgreSQL and Redis reachable?)`);
   return lines;
