@@ -149,6 +149,8 @@ export interface StartOptions {
   cwd?: string;
   /** Stops the server when this test or suite ends, if it still runs (stopServer). */
   owner?: Owner;
+  /** How long it may take to answer before the start is given up (15 s by default; longer for a test that starts many at once). */
+  startWithinMs?: number;
 }
 
 /** `petstore serve` on a free port of 127.0.0.1, once it answers. */
@@ -191,7 +193,7 @@ export async function startServerCommand(
   const server: ServerProcess = { url, child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited };
   if (options.owner) atEnd(options.owner, () => stopServer(server));
   const isReady = options.isReady ?? (async (u: string) => (await fetch(`${u}/healthz`)).ok);
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + (options.startWithinMs ?? 15_000);
   for (;;) {
     try {
       if (await isReady(url)) break;
