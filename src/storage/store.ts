@@ -87,14 +87,15 @@ export interface IdempotencyScope {
  */
 export interface IdempotencyStore {
   /**
-   * Claims the key for a request whose payload hashes to requestHash. Claims older than expiresAfterMs
-   * are forgotten; an unfinished claim older than staleAfterMs is taken over, with a new token.
+   * Claims the key for a request whose payload hashes to requestHash, stamped nowMs. Claims made at or
+   * before expiredAtMs are forgotten; an unfinished claim older than staleAfterMs at nowMs is taken over,
+   * with a new token.
    */
   claimIdempotencyKey(
     scope: IdempotencyScope,
     requestHash: string,
     nowMs: number,
-    expiresAfterMs: number,
+    expiredAtMs: number,
     staleAfterMs: number,
   ): Promise<IdempotencyClaim>;
   /**

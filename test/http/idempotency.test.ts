@@ -93,7 +93,7 @@ describe('Idempotency-Key', () => {
       { keyId, idempotencyKey: 'held-1' },
       hash,
       server.clock.now(),
-      86_400_000,
+      server.clock.now() - 86_400_000,
       CLAIM_STALE_MS,
     );
     assert.equal(claim.state, 'claimed');
@@ -168,7 +168,7 @@ describe('Idempotency-Key', () => {
   test('expired keys are purged from storage, not only forgotten', async () => {
     const scope = { keyId: 'key_purge', idempotencyKey: 'old' };
     const t0 = server.clock.now();
-    assert.equal((await server.store.claimIdempotencyKey(scope, 'h', t0, 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
+    assert.equal((await server.store.claimIdempotencyKey(scope, 'h', t0, t0 - 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
     assert.equal(await server.store.purgeIdempotencyKeys(t0 - 1), 0);
     // A create more than a day later purges every claim made before its window.
     server.clock.advance(24 * 60 * 60 * 1000 + 61_000);
@@ -176,7 +176,10 @@ describe('Idempotency-Key', () => {
     await new Promise((r) => setTimeout(r, 100)); // the purge runs off the request's path
     assert.equal(await server.store.purgeIdempotencyKeys(t0), 0, 'the old claim was already purged');
     // A claim with a different request for the same key is free again: nothing of the old one is left.
-    assert.equal((await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
+    assert.equal(
+      (await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), server.clock.now() - 86_400_000, CLAIM_STALE_MS)).state,
+      'claimed',
+    );
   });
 
   test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {

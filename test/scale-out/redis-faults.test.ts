@@ -18,6 +18,7 @@ import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
+import { FakeClock } from '../support/fake-clock.ts';
 
 const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
@@ -25,7 +26,7 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 ];
 
 /** Early in a minute, so that a test's decisions fall into one minute and one day. */
-const clock = { ms: Date.UTC(2030, 0, 15, 10, 30, 5), now: () => clock.ms };
+const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
 
 const degraded = async (metrics: Metrics) =>
   (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;

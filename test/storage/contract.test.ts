@@ -857,7 +857,8 @@ export function storageContract(name: string, open: Open): void {
       const DAY = 86_400_000;
       const STALE = 5_000;
       const scope = { keyId: 'key_idem', idempotencyKey: 'create-1' };
-      const claim = (store: Store, hash: string, nowMs: number, key = scope) => store.claimIdempotencyKey(key, hash, nowMs, DAY, STALE);
+      const claim = (store: Store, hash: string, nowMs: number, key = scope) =>
+        store.claimIdempotencyKey(key, hash, nowMs, nowMs - DAY, STALE);
       /** A claim that must be won: its fencing token. */
       const won = async (store: Store, hash: string, nowMs: number, key = scope): Promise<string> => {
         const c = await claim(store, hash, nowMs, key);

@@ -17,6 +17,7 @@ import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, openTestPostgresStore, requirePostgres } from '../support/engines.ts';
+import { FakeClock } from '../support/fake-clock.ts';
 import { tempDir } from '../support/temp.ts';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
@@ -65,7 +66,7 @@ async function assertUpgraded(store: Store): Promise<void> {
   assert.equal(await store.banEndOf('key_old', NOW), NOW + HOUR);
   assert.equal(await store.cursorSecret(), 'old-secret');
 
-  const creates = new IdempotentCreates({ store, now: () => NOW, onPurgeError: (err) => assert.fail(String(err)) });
+  const creates = new IdempotentCreates({ store, clock: new FakeClock(NOW), onPurgeError: (err) => assert.fail(String(err)) });
   const scope = (idempotencyKey: string) => ({ keyId: 'key_old', idempotencyKey });
   assert.deepEqual(await creates.create(scope('finished'), { name: BIG.name, categoryId: BIG.categoryId, status: BIG.status }), {
     outcome: 'replayed',
@@ -75,7 +76,11 @@ async function assertUpgraded(store: Store): Promise<void> {
   // and then taken over with a token of its own, so the retry creates.
   const small = { name: 'Small', categoryId: 1n, status: 'sold' } as const;
   assert.deepEqual(await creates.create(scope('unfinished'), small), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS - 1000 });
-  const later = new IdempotentCreates({ store, now: () => NOW - 1000 + CLAIM_STALE_MS, onPurgeError: (err) => assert.fail(String(err)) });
+  const later = new IdempotentCreates({
+    store,
+    clock: new FakeClock(NOW - 1000 + CLAIM_STALE_MS),
+    onPurgeError: (err) => assert.fail(String(err)),
+  });
   assert.equal((await later.create(scope('unfinished'), small)).outcome, 'created');
   const fresh = await creates.create(scope('orphaned'), { name: 'New', categoryId: 2n, status: 'pending' });
   assert.equal(fresh.outcome, 'created', 'a finished key whose pet is gone was forgotten');

@@ -7,7 +7,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppConfig, type Clock } from '../../src/app.ts';
+import { buildApp, type AppConfig } from '../../src/app.ts';
 import { createKey } from '../../src/cli/keys.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { Environment } from '../../src/domain/api-key.ts';
@@ -15,20 +15,10 @@ import { createLogger } from '../../src/logger.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.ts';
-import { atEnd, tempDir, undoAll, type Owner, type Step } from './temp.ts';
+import { FakeClock } from './fake-clock.ts';
 
-export class FakeClock implements Clock {
-  ms: number;
-  constructor(ms: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {
-    this.ms = ms;
-  }
-  now(): number {
-    return this.ms;
-  }
-  advance(ms: number): void {
-    this.ms += ms;
-  }
-}
+export { FakeClock };
+import { atEnd, tempDir, undoAll, type Owner, type Step } from './temp.ts';
 
 export interface TestServer {
   url: string;

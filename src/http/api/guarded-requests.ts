@@ -6,7 +6,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiKey } from '../../domain/api-key.ts';
-import type { KeyBans } from '../../limits/bans.ts';
+import type { Clock } from '../../domain/clock.ts';
+import { BanNotStoredError, type KeyBans } from '../../limits/bans.ts';
 import { DAY_MS, MINUTE_MS, SECOND_MS } from '../../domain/durations.ts';
 import { TtlCache } from '../../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../../limits/limiter.ts';
@@ -38,6 +39,8 @@ export interface GuardOptions {
   /** The documentation's own per-address limit (DOCS_RATE_LIMIT_PER_MINUTE). */
   docsPerMinute: number;
   metrics: Metrics;
+  /** Its elapsed clock measures how long a spent address waits for its next lookup. */
+  clock: Clock;
 }
 
 export function keyLimits(key: ApiKey): WindowLimit[] {
@@ -105,7 +108,7 @@ export interface Guard {
 }
 
 export function createGuard(options: GuardOptions): Guard {
-  const { authenticator, limiter, bans, metrics } = options;
+  const { authenticator, limiter, bans, metrics, clock } = options;
   const anonymous = anonymousLimits(options.anonymousPerMinute);
   const docs = anonymousLimits(options.docsPerMinute);
   /** Addresses past their limit that were let through to a store lookup within the last second. */
@@ -132,7 +135,18 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** Counts a refusal toward a ban (which may place one), then throws the 429. */
   async function refuseOverLimit(request: FastifyRequest, key: ApiKey, decision: LimitDecision): Promise<never> {
-    const banEnd = await bans.recordRefusal(key.subjectId, decision);
+    let banEnd: number | undefined;
+    try {
+      banEnd = await bans.recordRefusal(key.subjectId, decision);
+    } catch (err) {
+      // The refusal stands whatever became of the ban it earned: still the 429, not a 503.
+      if (!(err instanceof BanNotStoredError)) throw err;
+      metrics.bans.inc({ plan: key.plan });
+      request.log.warn(
+        { keyId: key.id, bannedUntil: new Date(err.bannedUntilMs).toISOString(), err: err.cause },
+        'key banned on this instance only: the ban could not be stored',
+      );
+    }
     if (banEnd !== undefined) {
       metrics.bans.inc({ plan: key.plan });
       request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
@@ -208,11 +222,11 @@ export function createGuard(options: GuardOptions): Guard {
       const subject = addressSubject(request.client);
       const decision = await limiter.peek(subject, anonymous);
       if (!decision.allowed && authenticator.wouldLookUpNewKey(request)) {
-        if (spentLookups.get(subject, decision.nowMs) !== undefined) {
+        if (spentLookups.get(subject, clock.elapsed()) !== undefined) {
           applyRateLimitHeaders(reply, decision);
           throw refuseAddress(decision);
         }
-        spentLookups.set(subject, true, decision.nowMs);
+        spentLookups.set(subject, true, clock.elapsed());
       }
     }
     return authenticator.authenticate(request);

@@ -5,6 +5,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { environmentOfKey, hashKey, hasIssuedLength, type ApiKey, type Environment } from '../../domain/api-key.ts';
+import type { Clock } from '../../domain/clock.ts';
 import { HOUR_MS } from '../../domain/durations.ts';
 import { TtlCache } from '../../domain/ttl-cache.ts';
 import type { KeyStore } from '../../storage/store.ts';
@@ -24,7 +25,8 @@ export interface KeyAuthenticatorOptions {
   environment: Environment;
   /** How long a found key, or a key found not to exist, is remembered (KEY_CACHE_TTL_MS). */
   cacheTtlMs: number;
-  now: () => number;
+  /** Keys' expiries are instants of its wall clock; the caches' lifetimes are measured on its elapsed clock. */
+  clock: Clock;
   /** Told of every store lookup, for the metric. */
   onLookup?: () => void;
 }
@@ -42,7 +44,7 @@ export class KeyAuthenticator {
   readonly #found = new TtlCache<string, true>({ ttlMs: HOUR_MS });
   /** The lookup on its way for each key, which every request presenting that key waits for. */
   readonly #inFlight = new Map<string, Promise<ApiKey | undefined>>();
-  readonly #now: () => number;
+  readonly #clock: Clock;
   readonly #onLookup: () => void;
 
   constructor(keys: KeyStore, options: KeyAuthenticatorOptions) {
@@ -50,7 +52,7 @@ export class KeyAuthenticator {
     this.#environment = options.environment;
     this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs });
     this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs });
-    this.#now = options.now;
+    this.#clock = options.clock;
     this.#onLookup = options.onLookup ?? (() => undefined);
   }
 
@@ -66,7 +68,7 @@ export class KeyAuthenticator {
   authenticateNow(request: FastifyRequest): AuthResult | undefined {
     const token = this.#token(request);
     if (typeof token !== 'string') return token;
-    const now = this.#now();
+    const now = this.#clock.elapsed();
     const key = this.#cache.get(token, now);
     if (key) return this.#check(key);
     return this.#unknown.get(token, now) ? this.#check(undefined) : undefined;
@@ -79,7 +81,7 @@ export class KeyAuthenticator {
   wouldLookUpNewKey(request: FastifyRequest): boolean {
     const token = this.#token(request);
     if (typeof token !== 'string' || this.#inFlight.has(token)) return false;
-    const now = this.#now();
+    const now = this.#clock.elapsed();
     if (this.#cache.get(token, now) !== undefined || this.#unknown.get(token, now) !== undefined) return false;
     return this.#found.get(hashKey(token), now) === undefined;
   }
@@ -104,7 +106,7 @@ export class KeyAuthenticator {
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
     // Checked against the clock on every request, so an expiry takes effect at its moment even
     // while the key sits in the cache.
-    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#now()) {
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#clock.now()) {
       return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`, key.id);
     }
     return { key };
@@ -115,7 +117,7 @@ export class KeyAuthenticator {
    * only in this process's memory, like the request that carried it.
    */
   #lookup(token: string): Promise<ApiKey | undefined> {
-    const now = this.#now();
+    const now = this.#clock.elapsed();
     const cached = this.#cache.get(token, now);
     if (cached) return Promise.resolve(cached);
     if (this.#unknown.get(token, now)) return Promise.resolve(undefined);
