@@ -71,7 +71,10 @@ export type IdempotencyClaim =
 export type FoundIdempotencyClaim = Exclude<IdempotencyClaim, { state: 'claimed' }>;
 
 export interface IdempotencyScope {
-  /** The API key's id: idempotency keys are scoped to the caller. */
+  /**
+   * The API key's subject id: idempotency keys are scoped to the caller, which a rotated key and the
+   * key that replaced it both are (they share quota and bans too).
+   */
   keyId: string;
   idempotencyKey: string;
 }

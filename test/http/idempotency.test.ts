@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { rotateKey } from '../../src/cli/keys.ts';
 import { CLAIM_STALE_MS } from '../../src/services/idempotent-creates.ts';
 import { call, errorOf, startTestServer, type TestServer } from '../support/servers.ts';
 
@@ -150,6 +151,37 @@ describe('Idempotency-Key', () => {
     assert.equal(later.status, 201);
     assert.equal(later.headers.get('idempotent-replayed'), null);
     assert.notEqual(later.json.id, mine.json.id);
+  });
+
+  test('a retry sent with the key that replaced the first by rotation is the same caller: the replay, no second pet', async () => {
+    const old = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
+    const body = { name: 'Rotated', categoryId: 3 };
+    const first = await call(server, 'POST', '/v1/pets', { key: old, body, headers: { 'idempotency-key': 'rotate-1' } });
+    assert.equal(first.status, 201);
+    const id = (await server.store.listKeys()).find((k) => old.startsWith(k.prefix))!.id;
+    const { key: fresh } = await rotateKey(server.store, id, '1h', server.clock.now());
+    const before = await count(server);
+    const retried = await call(server, 'POST', '/v1/pets', { key: fresh, body, headers: { 'idempotency-key': 'rotate-1' } });
+    assert.equal(retried.status, 201);
+    assert.equal(retried.headers.get('idempotent-replayed'), 'true');
+    assert.equal(retried.json.id, first.json.id);
+    assert.equal(await count(server), before);
+  });
+
+  test('a wall clock stepped forward a day and back forgets no claim: the retry is the replay', async () => {
+    const body = { name: 'Stepped', categoryId: 4 };
+    const first = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(first.status, 201);
+    server.clock.step(24 * 60 * 60 * 1000 + 60_000);
+    // A create on the stepped clock would purge what looks a day old, were the purge to follow the wall clock.
+    const between = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Other', categoryId: 4 } });
+    assert.equal(between.status, 201);
+    const during = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(during.headers.get('idempotent-replayed'), 'true', 'not forgotten while the clock is ahead');
+    server.clock.step(-(24 * 60 * 60 * 1000 + 60_000));
+    const after = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(after.headers.get('idempotent-replayed'), 'true');
+    assert.equal(after.json.id, first.json.id);
   });
 
   test('a Structured Field string key and the same text unquoted are one key; quoted keys may hold spaces', async () => {
