@@ -5,7 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
-import type { Clock } from '../domain/clock.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter, type Counter } from './memory.ts';
 import { QuotaBlocks } from './quota-blocks.ts';
@@ -107,6 +107,8 @@ export interface RedisLimiterOptions {
   maxBlock?: number;
   /** A fake clock for tests, which then replaces Redis's own in every script and the monotonic one; the service leaves it unset. */
   fakeClock?: Clock;
+  /** This instance's own clocks (the system's by default): its wall clock until Redis first answers, and the monotonic one. */
+  clock?: Clock;
   log: FastifyBaseLogger;
   metrics: Metrics;
 }
@@ -144,6 +146,7 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
   readonly #fakeClock: Clock | undefined;
+  readonly #local: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
   /** Redis's clock as last read, and the monotonic clock's reading then. */
@@ -164,6 +167,7 @@ export class RedisRateLimiter implements RateLimiter {
   constructor(options: RedisLimiterOptions) {
     this.#prefix = options.keyPrefix ?? 'petstore';
     this.#fakeClock = options.fakeClock;
+    this.#local = options.clock ?? systemClock;
     this.#fallback = new MemoryRateLimiter({ clock: { now: () => this.now(), elapsed: () => this.#elapsed() } });
     this.#log = options.log;
     this.#metrics = options.metrics;
@@ -203,16 +207,21 @@ export class RedisRateLimiter implements RateLimiter {
   now(): number {
     if (this.#fakeClock) return this.#fakeClock.now();
     const clock = this.#redisClock;
-    return clock ? clock.ms + Math.floor(performance.now() - clock.at) : Date.now();
+    return clock ? clock.ms + Math.floor(this.#local.elapsed() - clock.at) : this.#local.now();
   }
 
   #elapsed(): number {
-    return this.#fakeClock ? this.#fakeClock.elapsed() : performance.now();
+    return (this.#fakeClock ?? this.#local).elapsed();
   }
 
   /** What the scripts take as their clock: 0 for Redis's own. */
   #scriptClock(): number {
     return this.#fakeClock?.now() ?? 0;
+  }
+
+  /** How many subjects the fallback holds counts for: what this limiter's memory grows with during an outage, bounded by their windows. */
+  get fallbackSubjects(): number {
+    return this.#fallback.size;
   }
 
   /** Resolves once connected (or rejects), for start-up and tests; requests never wait for it. */
@@ -414,7 +423,7 @@ export class RedisRateLimiter implements RateLimiter {
 
   /** A reply's `now` sets the clock the fallback and the blocks go by. */
   #readClock(nowMs: number): void {
-    this.#redisClock = { ms: nowMs, at: performance.now() };
+    this.#redisClock = { ms: nowMs, at: this.#local.elapsed() };
   }
 
   /** Pre-admissions are counted in a plain number on the request path and reach the metric once a second. */

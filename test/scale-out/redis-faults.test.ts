@@ -286,4 +286,51 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(a, 'key:restart', limits, 3), 0);
     assert.equal(await admitted(b, 'key:restart', limits, 3), 0);
   });
+
+  test("an instance whose clock is ahead, cut off before it ever heard from Redis: what it admitted counts in Redis's window, never a later one", async (t) => {
+    const url = `redis://127.0.0.1:${redis.port}`;
+    const prefix = newKeyPrefix();
+    const limits = limitsOf(60, 100_000);
+    // Enough of the real minute left for the whole case, and the instance's clock already in the next one.
+    while (MINUTE_MS - (Date.now() % MINUTE_MS) < 15_000) await sleep(250);
+    const aheadMs = MINUTE_MS - (Date.now() % MINUTE_MS) + 2_000;
+    const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite }); // Redis's own clock
+    assert.equal(await admitted(onTime, 'key:ahead', limits, 60), 60);
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const metrics = createMetrics();
+    const ahead = new RedisRateLimiter({
+      urls: [url],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics,
+      clock: { now: () => Date.now() + aheadMs, elapsed: () => performance.now() },
+    });
+    atEnd(t, () => ahead.close());
+    // Its own minute, the next one by its clock, from nothing: the documented bound of N limits.
+    assert.equal(await admitted(ahead, 'key:ahead', limits, 70), 60);
+    assert.equal(await degraded(metrics), 1);
+    redis.child.kill('SIGCONT');
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    const [start, count] = await admin.hmget(`${prefix}:{key:ahead}:minute`, 's', 'c');
+    const [redisSeconds] = (await admin.time()) as [number, number];
+    assert.equal(Number(start), redisSeconds * 1000 - ((redisSeconds * 1000) % MINUTE_MS), "the counter stays in Redis's minute");
+    assert.equal(Number(count), 120);
+    assert.equal(await admitted(onTime, 'key:ahead', limits, 5), 0, "Redis's minute stays spent: no fresh count from the raise");
+    assert.equal(await admitted(ahead, 'key:ahead', limits, 5), 0);
+  });
+
+  test('what the fallback admitted is dropped with its windows: an outage with many subjects holds only the live ones', async (t) => {
+    const own = new FakeClock(Date.UTC(2030, 0, 15, 11, 0, 5));
+    const l = await createTestRedisLimiter({ url: `redis://127.0.0.1:${redis.port}`, keyPrefix: newKeyPrefix(), clock: own, owner: suite });
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const address = [{ name: 'minute', limit: 60, windowMs: MINUTE_MS }];
+    for (let i = 0; i < 2_000; i++) await l.consume(`addr:10.0.${i >> 8}.${i & 255}`, address);
+    assert.equal(l.fallbackSubjects, 2_000);
+    own.advance(2 * MINUTE_MS);
+    await l.consume('addr:10.1.0.1', address);
+    assert.equal(l.fallbackSubjects, 1, 'the ended minute took its subjects with it');
+    redis.child.kill('SIGCONT');
+  });
 });
