@@ -28,7 +28,7 @@ function pause(ms: number): void {
  * waitMs has passed (0: once), then its SQLITE_BUSY is thrown. The connection's busy_timeout is 0.
  */
 export function openCurrent(path: string, lock: (db: Database) => void, waitMs: number): Database {
-  const deadline = Date.now() + waitMs;
+  const deadline = performance.now() + waitMs;
   for (;;) {
     const before = fileAt(path);
     const db = new DatabaseSync(path);
@@ -42,7 +42,7 @@ export function openCurrent(path: string, lock: (db: Database) => void, waitMs: 
           lock(db);
         } catch (err) {
           if (fileAt(path) !== opened) break;
-          if (!isBusy(err) || Date.now() >= deadline) throw err;
+          if (!isBusy(err) || performance.now() >= deadline) throw err;
           pause(20);
           continue;
         }
