@@ -146,7 +146,12 @@ async function readConfig(
 
 async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../storage/open.ts');
-  const store = await openStore(config.database, { synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs });
+  const store = await openStore(config.database, {
+    synchronous: config.sqliteSynchronous,
+    lockWaitMs: config.sqliteLockWaitMs,
+    // On stderr, so that the key `keys create` prints stays its output's last line.
+    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => console.error(`petstore: ${printable(message)}`) },
+  });
   try {
     return await work(store);
   } finally {
