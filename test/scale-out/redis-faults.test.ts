@@ -30,6 +30,9 @@ const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
 
 const degraded = async (metrics: Metrics) =>
   (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
+/** Decisions taken in memory, without Redis: what proves a fallback ran, where its answers could have been Redis's. */
+const fallbacks = async (metrics: Metrics) =>
+  (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
 
 describe('the Redis limiter when Redis is slow or restarts empty', () => {
   // Undone in reverse: the limiters, the admin connection, Redis, then its folder.
@@ -82,20 +85,24 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     // Back to Redis by itself, without a request to set it going.
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 100);
     assert.equal(await admitted(l, 'key:slow', limits, 10), 0);
-    const fallbacks = (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
-    assert.ok(fallbacks >= 60, `${fallbacks} decisions counted as taken in memory`);
+    const inMemory = await fallbacks(metrics);
+    assert.ok(inMemory >= 60, `${inMemory} decisions counted as taken in memory`);
     const said = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
     assert.equal(said.filter((m) => /^Redis unreachable: rate limiting in memory/.test(m)).length, 1, 'the outage is logged once');
     assert.equal(said.filter((m) => /^Redis reachable again/.test(m)).length, 1, 'and its end');
   });
 
   test('a spent day stays spent through a slow reply', async () => {
-    const l = await limiter();
+    const metrics = createMetrics();
+    const l = await limiter(metrics);
     const limits = limitsOf(100, 5);
     assert.equal(await admitted(l, 'key:day', limits, 8), 5);
     const stalled = stall(0.6);
     await sleep(50);
     assert.equal(await admitted(l, 'key:day', limits, 20), 0);
+    // Redis, waited for, would have refused them too: the fallback decided every one.
+    assert.equal(await fallbacks(metrics), 20, 'decided in memory');
+    assert.equal(await degraded(metrics), 1);
     await stalled;
   });
 
@@ -109,6 +116,8 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     await sleep(50);
     // In memory: the 30 left of the 60 Redis allowed, and no more.
     assert.equal(await admitted(a, 'key:half', limits, 50), 30);
+    assert.equal(await fallbacks(metrics), 50, 'decided in memory, not by Redis once awake');
+    assert.equal(await degraded(metrics), 1);
     await stalled;
     await eventually(async () => (await a.consume('key:half', limits), (await degraded(metrics)) === 0), 5_000, 100);
     // Redis holds every admission: the 60, and possibly once more the request whose script Redis ran
@@ -133,11 +142,16 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       }
     };
     const workers = Array.from({ length: 4 }, worker);
-    await sleep(100);
-    await stall(0.4);
-    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
-    running = false;
-    await Promise.all(workers);
+    try {
+      await sleep(100);
+      await stall(0.4);
+      assert.ok((await fallbacks(metrics)) > 0, 'the fallback decided while Redis slept');
+      await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    } finally {
+      // Workers left running would keep the file from ever ending.
+      running = false;
+      await Promise.all(workers);
+    }
     const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
     assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
   });
