@@ -8,6 +8,8 @@ import type { Socket } from 'node:net';
 import type { AppField, Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { CursorCodec } from './domain/cursor.ts';
+import { HashPrefixSet } from './domain/hash-prefix-set.ts';
+import { KeyTags } from './domain/key-tags.ts';
 import { KeyAuthenticator } from './http/api/key-authenticator.ts';
 import { errorHandling } from './http/hooks/error-handling.ts';
 import { unroutedAnswers } from './http/server/unrouted-answers.ts';
@@ -128,11 +130,15 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   await app.register(errorHandling);
   await app.register(observation, { metrics });
 
+  const secret = await deps.store.cursorSecret();
   const guard = createGuard({
     authenticator: new KeyAuthenticator(deps.store, {
       environment: config.environment,
       cacheTtlMs: config.keyCacheTtlMs,
       clock,
+      tags: new KeyTags(secret),
+      // Keys issued before tags are a closed set: read once, a new instance knows every one of them.
+      untagged: new HashPrefixSet(await deps.store.untaggedKeyHashes(config.environment)),
       onLookup: () => metrics.keyLookups.inc(),
     }),
     limiter: deps.limiter,
@@ -148,7 +154,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     clock,
   });
   if (deps.describeRoutes) await (await import('./http/contract/openapi.ts')).registerOpenApi(app, API_PREFIX);
-  const cursors = new CursorCodec(await deps.store.cursorSecret());
+  const cursors = new CursorCodec(secret);
   await app.register(api, {
     prefix: API_PREFIX,
     store: deps.store,

@@ -325,6 +325,7 @@ function newKey(overrides: Partial<NewApiKey> = {}): NewApiKey {
     perDay: 1000,
     label: null,
     subjectId: null,
+    tagged: true,
     ...overrides,
   };
 }
@@ -697,6 +698,21 @@ export function storageContract(name: string, open: Open): void {
           await store.createKey(newKey());
           assert.equal(await store.findKeyByHash('f'.repeat(64)), undefined);
           assert.equal(await store.findKeyByHash(''), undefined);
+        }));
+
+      test("untaggedKeyHashes lists the hashes of the environment's keys without a tag that are not revoked, expired ones included", (t) =>
+        withStore(t, async ({ store }) => {
+          assert.deepEqual(await store.untaggedKeyHashes('production'), []);
+          const untagged = newKey({ tagged: false });
+          await store.createKey(untagged);
+          await store.createKey(newKey({ tagged: true }));
+          await store.createKey(newKey({ tagged: false, environment: 'staging' }));
+          const revoked = await store.createKey(newKey({ tagged: false }));
+          assert.ok(await store.revokeKey(revoked.id));
+          // An expired key can be given a new expiry (keys expire --never): it may authenticate again.
+          const expired = newKey({ tagged: false });
+          await store.updateKey((await store.createKey(expired)).id, { expiresAtMs: Date.now() - 1000 });
+          assert.deepEqual((await store.untaggedKeyHashes('production')).sort(), [untagged.hash, expired.hash].sort());
         }));
 
       test('listKeys lists every key', (t) =>

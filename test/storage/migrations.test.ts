@@ -73,6 +73,8 @@ async function assertUpgraded(store: Store): Promise<void> {
   );
   assert.equal(await store.banEndOf('key_old', NOW), NOW + HOUR);
   assert.equal(await store.cursorSecret(), 'old-secret');
+  // Issued before key tags: the key has none, and an instance starting now knows it exists.
+  assert.deepEqual(await store.untaggedKeyHashes('production'), ['old-hash']);
 
   const creates = new IdempotentCreates({ store, clock: new FakeClock(NOW), onPurgeError: (err) => assert.fail(String(err)) });
   const scope = (idempotencyKey: string) => ({ keyId: 'key_old', idempotencyKey });
@@ -177,12 +179,12 @@ describe('SQLite: a database of the previous release', () => {
         rows.map((r) => [r.version, r.name]),
         SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
       );
-      // The old versions moved to their new numbers with the moment they were applied; 2, 6, 7 and 8 are new.
+      // The old versions moved to their new numbers with the moment they were applied; 2, 6, 7, 8 and 9 are new.
       assert.deepEqual(
         [1, 3, 4, 5].map((v) => rows.find((r) => r.version === v)!.applied_at),
         [1001, 1002, 1003, 1004],
       );
-      for (const v of [2, 6, 7, 8]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
+      for (const v of [2, 6, 7, 8, 9]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
 
       const db = new DatabaseSync(path, { readOnly: true });
       try {

@@ -1,7 +1,9 @@
 /**
  * The gate every /v1 request passes at onRequest, before its body is read: authentication, bans, rate limits.
- * Every answer under /v1 carries the charged subject's headers (the key's, else the address's). A key new to
- * this instance costs a lookup only while its address has room, or once a second (docs/rate-limits.md).
+ * Every answer under /v1 carries the charged subject's headers (the key's, else the address's). A key whose
+ * tag does not pass is refused without a lookup; one whose tag passes, or an untagged key known to exist, is
+ * looked up whatever its address has spent; any other untagged key new to this instance only while its
+ * address has room, or once a second (docs/rate-limits.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -213,15 +215,16 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   /**
-   * authenticate, but a key not found lately is looked up only while the address has room, or once a second;
-   * otherwise the address's 429, nothing counted (docs/rate-limits.md, "What a refusal costs"). The lookup
-   * starts or joins one without yielding, so requests for one key that looked together share it.
+   * authenticate, but an untagged key not known to exist is looked up only while the address has room, or
+   * once a second; otherwise the address's 429, nothing counted (docs/rate-limits.md, "What a refusal
+   * costs"). A tagged key never waits for the address: only keys that turn out invalid are charged to it.
+   * The lookup starts or joins one without yielding, so requests for one key that looked together share it.
    */
   async function authenticateGuarded(request: FastifyRequest, reply: FastifyReply): Promise<AuthResult> {
-    if (authenticator.wouldLookUpNewKey(request)) {
+    if (authenticator.lookupNeedsRoom(request)) {
       const subject = addressSubject(request.client);
       const decision = await limiter.peek(subject, anonymous);
-      if (!decision.allowed && authenticator.wouldLookUpNewKey(request)) {
+      if (!decision.allowed && authenticator.lookupNeedsRoom(request)) {
         if (spentLookups.get(subject, clock.elapsed()) !== undefined) {
           applyRateLimitHeaders(reply, decision);
           throw refuseAddress(decision);

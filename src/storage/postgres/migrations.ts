@@ -115,6 +115,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     // older release, which knows nothing of the column, still means itself. Keys are never deleted.
     sql: `ALTER TABLE api_keys ADD COLUMN subject_id text REFERENCES api_keys (id);`,
   },
+  {
+    version: 9,
+    name: 'key tags: which keys carry one, so that an instance knows at start the keys issued before tags',
+    // false for every key already there, and for a key written by an older release, which knows nothing
+    // of the column: neither carries a tag. A constant default rewrites no row.
+    sql: `ALTER TABLE api_keys ADD COLUMN tagged boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
 /**

@@ -114,6 +114,13 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     // older release, which knows nothing of the column, still means itself. Keys are never deleted.
     sql: `ALTER TABLE api_keys ADD COLUMN subject_id TEXT REFERENCES api_keys (id);`,
   },
+  {
+    version: 9,
+    name: 'key tags: which keys carry one, so that an instance knows at start the keys issued before tags',
+    // 0 for every key already there, and for a key written by an older release, which knows nothing of
+    // the column: neither carries a tag.
+    sql: `ALTER TABLE api_keys ADD COLUMN tagged INTEGER NOT NULL DEFAULT 0 CHECK (tagged IN (0, 1));`,
+  },
 ];
 
 /** Version 2's recorded name in databases numbered before SQLite took PostgreSQL's version 2. */
