@@ -6,12 +6,15 @@
  * with the storage suites. Which file runs where is decided by its folder (FOLDERS below); a test file
  * outside those folders stops the run, so an added file can never silently not run. A skipped engine
  * is announced loudly, and under CI=true it is a failure unless PETSTORE_TEST_ENGINES=sqlite asked
- * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line).
+ * for the SQLite suite alone (CI does, for its run on the oldest supported Node.js line). Each test
+ * file has a time limit (PETSTORE_TEST_FILE_TIMEOUT_SECONDS, test/support/file-time-limit.ts): a file
+ * still running past it is stopped and fails, named, and the run goes on.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FILE_TIMEOUT_VARIABLE, fileTimeoutSeconds } from '../test/support/file-time-limit.ts';
 import { pgbouncerInstalled, startPgbouncer } from '../test/support/pgbouncer.ts';
 
 /** Where each folder of test/ runs: in the SQLite pass, the PostgreSQL + Redis pass, and the PgBouncer pass. */
@@ -40,24 +43,38 @@ if (requested !== 'all' && requested !== 'sqlite') {
   process.exit(1);
 }
 
-/** What one pass ran: its counts, and every test or part of a test file that was skipped, with why. */
+let fileTimeout: number;
+try {
+  fileTimeout = fileTimeoutSeconds(process.env[FILE_TIMEOUT_VARIABLE]);
+} catch (err) {
+  console.error((err as Error).message);
+  process.exit(1);
+}
+const limitWords =
+  fileTimeout > 0 ? `at most ${fileTimeout} s each (${FILE_TIMEOUT_VARIABLE})` : `no time limit (${FILE_TIMEOUT_VARIABLE}=0)`;
+/** Preloaded into every test file's process: the watchdog that stops a file past its limit. */
+const fileTimeLimit = new URL('../test/support/file-time-limit.ts', import.meta.url).href;
+
+/** What one pass ran: its counts, every test or part of a test file skipped (with why), every file stopped at its time limit. */
 interface PassResult {
   name: string;
   ok: boolean;
   counts: string;
   skipped: string[];
+  timedOut: string[];
 }
 
 const passes: PassResult[] = [];
 const work = mkdtempSync(join(tmpdir(), 'petstore-tests-'));
 
 function run(engine: string, label: string, list: string[], env: NodeJS.ProcessEnv = {}): boolean {
-  console.log(`\n=== ${label} on Node.js ${process.version}: ${list.length} test files ===\n`);
+  console.log(`\n=== ${label} on Node.js ${process.version}: ${list.length} test files, ${limitWords} ===\n`);
   // The spec reporter for people, and TAP into a file for the summary at the end.
   const tap = join(work, `pass-${passes.length}.tap`);
   const result = spawnSync(
     process.execPath,
     [
+      `--import=${fileTimeLimit}`,
       '--test',
       '--test-reporter=spec',
       '--test-reporter-destination=stdout',
@@ -65,7 +82,7 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
       `--test-reporter-destination=${tap}`,
       ...list,
     ],
-    { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine } },
+    { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine, [FILE_TIMEOUT_VARIABLE]: String(fileTimeout) } },
   );
   const ok = result.status === 0;
   passes.push({ name: `${label} (${list.length} files)`, ok, ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '') });
@@ -73,16 +90,18 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
 }
 
 /**
- * The counts from the TAP totals, and the skips: tests skipped with a reason (`# SKIP`), and parts a
- * test file leaves out and announces with a `SKIPPED:` line (PostgreSQL parts, the browser, nginx).
+ * The counts from the TAP totals, the skips: tests skipped with a reason (`# SKIP`), and parts a
+ * test file leaves out and announces with a `SKIPPED:` line (PostgreSQL parts, the browser, nginx);
+ * and the `TIMED OUT:` lines of files stopped at their time limit.
  */
-function summarise(tap: string): { counts: string; skipped: string[] } {
+function summarise(tap: string): { counts: string; skipped: string[]; timedOut: string[] } {
   const total = (name: string) => [...tap.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))].at(-1)?.[1];
   const counts = ['tests', 'pass', 'fail', 'skipped'].map((name) => `${name} ${total(name) ?? '?'}`).join(', ');
   const skipped = new Set<string>();
   for (const [, name, reason] of tap.matchAll(/^\s*ok \d+ - (.+?) # SKIP ?(.*)$/gm)) skipped.add(`${name}${reason ? `: ${reason}` : ''}`);
   for (const [, what] of tap.matchAll(/SKIPPED:? (.+?)\s*#*$/gm)) skipped.add(what!.trim());
-  return { counts, skipped: [...skipped] };
+  const timedOut = [...tap.matchAll(/^\s*# TIMED OUT: (.+)$/gm)].map(([, what]) => what!.trim());
+  return { counts, skipped: [...skipped], timedOut };
 }
 
 const banner = (lines: string[]) => console.log(['', '#'.repeat(78), ...lines.map((l) => `#  ${l}`), '#'.repeat(78), ''].join('\n'));
@@ -134,6 +153,7 @@ const lines = ['Summary of npm test', ''];
 for (const pass of passes) {
   lines.push(`${pass.ok ? 'passed' : 'FAILED'}: ${pass.name}: ${pass.counts}`);
   for (const skip of pass.skipped) lines.push(`    skipped: ${skip}`);
+  for (const stopped of pass.timedOut) lines.push(`    TIMED OUT: ${stopped}`);
 }
 for (const part of notRun) lines.push(`not run: ${part}`);
 banner(lines);

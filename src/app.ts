@@ -6,7 +6,10 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Socket } from 'node:net';
 import type { AppField, Config } from './config.ts';
+import { systemClock, type Clock } from './domain/clock.ts';
 import { CursorCodec } from './domain/cursor.ts';
+import { HashPrefixSet } from './domain/hash-prefix-set.ts';
+import { KeyTags } from './domain/key-tags.ts';
 import { KeyAuthenticator } from './http/api/key-authenticator.ts';
 import { errorHandling } from './http/hooks/error-handling.ts';
 import { unroutedAnswers } from './http/server/unrouted-answers.ts';
@@ -35,13 +38,6 @@ import type { Store } from './storage/store.ts';
 import { createLogger, requestLogger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 
-export interface Clock {
-  /** Epoch milliseconds. */
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
-
 export interface AppDeps {
   store: Store;
   limiter: RateLimiter;
@@ -66,7 +62,6 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   const clock = deps.clock ?? systemClock;
   const metrics = deps.metrics ?? createMetrics();
   if (deps.store.poolStats) metrics.watchPool(() => deps.store.poolStats!());
-  const now = () => clock.now();
   const logger = deps.logger ?? createLogger(config.logLevel);
   // The API's routes, filled as the API scope registers them; CORS preflights and answers given
   // outside the router read the methods from it.
@@ -135,15 +130,19 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
   await app.register(errorHandling);
   await app.register(observation, { metrics });
 
+  const secret = await deps.store.cursorSecret();
   const guard = createGuard({
     authenticator: new KeyAuthenticator(deps.store, {
       environment: config.environment,
       cacheTtlMs: config.keyCacheTtlMs,
-      now,
+      clock,
+      tags: new KeyTags(secret),
+      // Keys issued before tags are a closed set: read once, a new instance knows every one of them.
+      untagged: new HashPrefixSet(await deps.store.untaggedKeyHashes(config.environment)),
       onLookup: () => metrics.keyLookups.inc(),
     }),
     limiter: deps.limiter,
-    bans: new KeyBans(deps.store, deps.limiter, {
+    bans: new KeyBans(deps.store, deps.limiter, clock, {
       threshold: config.banThreshold,
       graceMs: config.banGraceMs,
       durationMs: config.banDurationSeconds * 1000,
@@ -152,9 +151,10 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     anonymousPerMinute: config.anonymousPerMinute,
     docsPerMinute: config.docsPerMinute,
     metrics,
+    clock,
   });
   if (deps.describeRoutes) await (await import('./http/contract/openapi.ts')).registerOpenApi(app, API_PREFIX);
-  const cursors = new CursorCodec(await deps.store.cursorSecret());
+  const cursors = new CursorCodec(secret);
   await app.register(api, {
     prefix: API_PREFIX,
     store: deps.store,
@@ -164,7 +164,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     pageCacheTtlMs: config.pageCacheTtlMs,
     petCacheBytes: config.petCacheBytes,
     watchCache: metrics.watchCache,
-    now,
+    clock,
     publicBaseUrl: config.publicBaseUrl,
     routes,
   });

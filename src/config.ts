@@ -11,6 +11,7 @@ import { ENVIRONMENTS } from './domain/api-key.ts';
 import { proxyList, type ProxyTrust } from './domain/addresses.ts';
 import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env, Schema } from './config/variable.ts';
 
+import { DEFAULT_MIGRATION_WAIT_MS } from './storage/migration-wait.ts';
 import type { DatabaseTarget } from './storage/open.ts';
 
 export { ConfigError } from './config/variable.ts';
@@ -203,6 +204,18 @@ export const VARIABLES = [
     default: 2000,
     description:
       'How long a SQLite write waits, off the event loop, for a lock another process holds before it is answered 503 with Retry-After.',
+    app: false,
+  }),
+  variable({
+    env: 'MIGRATION_LOCK_WAIT_MS',
+    field: 'migrationLockWaitMs',
+    schema: Schema.Integer({ minimum: 0, maximum: 3_600_000 }),
+    default: DEFAULT_MIGRATION_WAIT_MS,
+    description:
+      'How long `petstore serve`, or a `petstore` command that opens the database, waits for the migration lock while another ' +
+      "process holds it (another instance applying migrations, an operator's session; on SQLite the write lock) before it " +
+      'exits with a message naming the lock (300000: 5 minutes; 0: no wait). The wait is logged once. ' +
+      'See "Migrations" in docs/operations.md.',
     app: false,
   }),
   variable({

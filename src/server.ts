@@ -53,6 +53,7 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   const store = await openStore(config.database, {
     synchronous: config.sqliteSynchronous,
     lockWaitMs: config.sqliteLockWaitMs,
+    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => logger.warn(message) },
     traceSqlite: tracing?.traceSqlite,
     log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
   });

@@ -33,13 +33,13 @@ export interface ShutdownTimings {
 /** Kept at the end of the shutdown for storage and the limiter to close after connections are cut. */
 export const CLOSE_RESERVE_MS = 1000;
 
-export async function shutDownGracefully(app: FastifyInstance, timings: ShutdownTimings, signalledAt = Date.now()): Promise<void> {
+export async function shutDownGracefully(app: FastifyInstance, timings: ShutdownTimings, signalledAt = performance.now()): Promise<void> {
   app.startDraining();
   // Direct clients move to new connections while the listener still takes them. A proxy would then
   // open one per request, and one still queued when the listener closes is reset after it was sent.
   if (!timings.proxied) app.closeConnectionsAfterAnswers();
   await sleep(timings.drainMs);
-  const cutOffInMs = Math.max(0, signalledAt + timings.timeoutMs - CLOSE_RESERVE_MS - Date.now());
+  const cutOffInMs = Math.max(0, signalledAt + timings.timeoutMs - CLOSE_RESERVE_MS - performance.now());
   const cutOff = setTimeout(() => cutRemainingConnections(app), cutOffInMs);
   try {
     app.closeConnectionsAfterAnswers();
@@ -80,7 +80,7 @@ export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
-    const signalledAt = Date.now();
+    const signalledAt = performance.now();
     app.log.info({ signal }, 'shutting down');
     const hardExit = setTimeout(() => {
       app.log.error('graceful shutdown timed out');
@@ -89,8 +89,8 @@ export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings
     hardExit.unref();
     shutDownGracefully(app, timings, signalledAt).then(
       async () => {
-        await flushSpans?.(Math.max(0, signalledAt + timings.timeoutMs - TRACING_FLUSH_RESERVE_MS - Date.now()));
-        app.log.info({ ms: Date.now() - signalledAt }, 'shut down');
+        await flushSpans?.(Math.max(0, signalledAt + timings.timeoutMs - TRACING_FLUSH_RESERVE_MS - performance.now()));
+        app.log.info({ ms: Math.round(performance.now() - signalledAt) }, 'shut down');
         process.exit(0);
       },
       (err: unknown) => {

@@ -146,32 +146,66 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'backup',
     args: ['FILE'],
-    synopsis: '[--force]',
+    synopsis: '[--force | --verify]',
     summary: 'Copy the SQLite database to FILE while servers keep running: one consistent snapshot.',
-    options: { force: { type: 'boolean', help: 'Replace FILE if it exists (without it, an existing FILE is refused)' } },
+    options: {
+      force: { type: 'boolean', help: 'Replace FILE and FILE.sha256 if they exist (without it, an existing FILE is refused)' },
+      verify: {
+        type: 'boolean',
+        help:
+          'Check FILE, a backup, instead of writing one: its checksum, integrity,\n' +
+          'schema version and environment. Writes nothing, reads no configuration;\n' +
+          'exit 1 when a check fails',
+      },
+    },
     notes:
       'Servers keep reading and writing meanwhile: the copy holds every write acknowledged before the\n' +
       'backup began. It is written beside FILE as FILE.partial-HOST-PID and renamed to FILE only once\n' +
       'complete and on disk, so FILE is never a half copy; the partial file of a backup that was killed\n' +
-      'is removed by the next backup into that folder. Prints the pets, keys and size copied.\n\n' +
-      'Reads DATABASE_URL (and a .env file in the working directory). On PostgreSQL it refuses: use\n' +
-      'pg_dump (docs/operations.md, "Backups").',
+      'is removed by the next backup into that folder. Prints the pets, keys, environment and size copied.\n\n' +
+      "FILE is no more readable than the database: it gets the database's mode, without the group's\n" +
+      "bits when FILE's group is another. Its SHA-256 is written first to FILE.sha256, as sha256sum\n" +
+      'writes it: copy the two together, since restore refuses a FILE whose bytes changed or that has\n' +
+      'no checksum. FILE records the environment of the database: the one recorded in it, or that of\n' +
+      'its API keys, or PETSTORE_ENV when neither tells.\n\n' +
+      'Reads DATABASE_URL and PETSTORE_ENV (and a .env file in the working directory). On PostgreSQL\n' +
+      'it refuses: use pg_dump (docs/operations.md, "Backups").',
   },
   {
     name: 'restore',
     args: ['FILE'],
-    synopsis: '',
+    synopsis: '[--across-environments FROM:TO] [--without-checksum]',
     summary: 'Replace the SQLite database with FILE, a backup, after checking it. Stop every server first.',
-    options: {},
+    options: {
+      'across-environments': {
+        type: 'string',
+        value: 'FROM:TO',
+        help:
+          'Restore a backup of environment FROM over a database of TO:\n' +
+          'staging:production or production:staging. Without it, a backup\n' +
+          'of the other environment is refused',
+      },
+      'without-checksum': {
+        type: 'boolean',
+        help: 'Restore a FILE that has no FILE.sha256 beside it, unchecked\n(a FILE.sha256 that is there is always checked)',
+      },
+    },
     notes:
-      'Refused, with the database left as it was, while a server or any other process has the database\n' +
-      "open, when FILE fails SQLite's integrity check, and when its schema is newer than this release's.\n" +
-      'An older schema is migrated by the next start. The database, its -wal and its -shm are replaced\n' +
-      'at once (the checked copy is renamed into place), and new pets get ids above any the replaced\n' +
-      'database handed out. Everything done since the backup is undone, key revocations included:\n' +
-      'revoke such keys again.\n\n' +
-      'Reads DATABASE_URL (and a .env file in the working directory). On PostgreSQL it refuses: use\n' +
-      'pg_restore or psql (docs/operations.md, "Backups").',
+      'Refused, with the database left as it was: while a server or any other process has the database\n' +
+      "open; when FILE's bytes are not those FILE.sha256 records, or it has none; when FILE fails\n" +
+      "SQLite's integrity check, or its schema is newer than this release's; and when FILE is of the\n" +
+      'other environment than the database (the one recorded in it, or that of its API keys, or\n' +
+      'PETSTORE_ENV when neither tells or there is no database). An older schema is migrated by the\n' +
+      'next start.\n\n' +
+      'The database is locked before anything is replaced, also where there is none yet, so a server\n' +
+      'or command that opens it meanwhile waits, then opens the restored file. A database path that is\n' +
+      'a symbolic link is followed: the file it leads to is replaced, the link stays. The restored file\n' +
+      "keeps the replaced one's mode and owner (where there was none: mode 0600, owned by the folder's\n" +
+      'owner when run as root). The database, its -wal and its -shm are replaced at once, and new pets\n' +
+      'get ids above any the replaced database handed out. Everything done since the backup is undone,\n' +
+      'key revocations included: revoke such keys again.\n\n' +
+      'Reads DATABASE_URL and PETSTORE_ENV (and a .env file in the working directory). On PostgreSQL\n' +
+      'it refuses: use pg_restore or psql (docs/operations.md, "Backups").',
   },
 ];
 

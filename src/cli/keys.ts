@@ -1,6 +1,7 @@
 /** `petstore keys ...`: the operator's API key management. */
-import { issueKey, type ApiKey, type Environment } from '../domain/api-key.ts';
+import { issueKey, type ApiKey, type Environment, type IssuedKey } from '../domain/api-key.ts';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
+import { KeyTags } from '../domain/key-tags.ts';
 import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
 import type { Store } from '../storage/store.ts';
 import { StateError, UsageError } from './errors.ts';
@@ -56,6 +57,11 @@ export function checkLabel(label: string | undefined): void {
     );
 }
 
+/** A new key, tagged with the secret of the database it is stored in: the one every server on that database checks tags with. */
+async function issueFor(store: Store, environment: Environment): Promise<IssuedKey> {
+  return issueKey(environment, new KeyTags(await store.cursorSecret()));
+}
+
 export async function createKey(
   store: Store,
   environment: Environment,
@@ -63,7 +69,7 @@ export async function createKey(
 ): Promise<{ key: string; record: ApiKey }> {
   const limits = limitsFor(options);
   checkLabel(options.label);
-  const issued = issueKey(environment);
+  const issued = await issueFor(store, environment);
   const record = await store.createKey({
     id: issued.id,
     hash: issued.hash,
@@ -74,6 +80,7 @@ export async function createKey(
     perDay: limits.perDay,
     label: options.label ?? null,
     subjectId: null,
+    tagged: true,
   });
   return { key: issued.key, record };
 }
@@ -107,7 +114,7 @@ export async function rotateKey(store: Store, id: string, graceRaw: string | und
   if (old.expiresAt && old.expiresAt.getTime() <= nowMs) {
     throw new StateError(`key ${id} expired at ${old.expiresAt.toISOString()}; create a new key instead (petstore keys create)`);
   }
-  const issued = issueKey(old.environment);
+  const issued = await issueFor(store, old.environment);
   const record = await store.createKey({
     id: issued.id,
     hash: issued.hash,
@@ -118,6 +125,7 @@ export async function rotateKey(store: Store, id: string, graceRaw: string | und
     perDay: old.perDay,
     label: old.label,
     subjectId: old.subjectId,
+    tagged: true,
   });
   const oldExpiry = nowMs + graceMs;
   // A key already set to expire sooner keeps its earlier date.

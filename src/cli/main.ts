@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The operator's command line: `petstore serve`, `petstore keys create|list|rotate|plan|expire|revoke|unban`,
- * and `petstore backup|restore FILE`.
+ * and `petstore backup|restore FILE` (`petstore backup --verify FILE` checks a backup).
  * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
  * itself when the database is new.
  *
@@ -146,7 +146,12 @@ async function readConfig(
 
 async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../storage/open.ts');
-  const store = await openStore(config.database, { synchronous: config.sqliteSynchronous, lockWaitMs: config.sqliteLockWaitMs });
+  const store = await openStore(config.database, {
+    synchronous: config.sqliteSynchronous,
+    lockWaitMs: config.sqliteLockWaitMs,
+    // On stderr, so that the key `keys create` prints stays its output's last line.
+    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => console.error(`petstore: ${printable(message)}`) },
+  });
   try {
     return await work(store);
   } finally {
@@ -249,10 +254,16 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
 }
 
 async function backupOrRestore(command: 'backup' | 'restore', { values, args }: Parsed): Promise<void> {
-  const config = await readConfig();
   const b = await import('./backup.ts');
+  // --verify looks at a file only: no configuration, no database.
+  if (values.verify === true) {
+    if (values.force === true) throw new UsageError('backup takes --force or --verify, not both; see petstore backup --help');
+    return b.verify(args[0]!);
+  }
+  const across = b.parseAcross(text(values['across-environments']));
+  const config = await readConfig();
   if (command === 'backup') await b.backup(config, args[0]!, values.force === true);
-  else await b.restore(config, args[0]!);
+  else await b.restore(config, args[0]!, { across, withoutChecksum: values['without-checksum'] === true });
 }
 
 async function main(argv: string[]): Promise<void> {

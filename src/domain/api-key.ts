@@ -1,8 +1,11 @@
 /**
- * API keys: a prefix naming the environment, then 256 random bits. Only the SHA-256 is stored: with that much
- * entropy a slow password hash protects nothing, and a lookup by indexed hash compares no secret in our code.
+ * API keys: a prefix naming the environment, then 256 random bits, then a tag (key-tags.ts) that lets a
+ * made-up key be refused without a lookup; keys issued before tags have none and keep working. Only the
+ * SHA-256 is stored: with that much entropy a slow password hash protects nothing, and a lookup by indexed
+ * hash compares no secret in our code.
  */
 import { hash, randomBytes } from 'node:crypto';
+import { TAG_LENGTH, type KeyTags } from './key-tags.ts';
 import type { Plan } from './plans.ts';
 
 export const ENVIRONMENTS = ['production', 'staging'] as const;
@@ -42,8 +45,10 @@ export interface IssuedKey {
   id: string;
 }
 
-export function issueKey(environment: Environment): IssuedKey {
-  const key = KEY_PREFIX[environment] + randomBytes(32).toString('base64url');
+/** A new key of the environment, tagged with the database's tags (every key issued since tags is). */
+export function issueKey(environment: Environment, tags: KeyTags): IssuedKey {
+  const body = KEY_PREFIX[environment] + randomBytes(32).toString('base64url');
+  const key = body + tags.tagOf(body);
   return {
     key,
     hash: hashKey(key),
@@ -56,12 +61,17 @@ export function hashKey(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
-/** Characters of an issued key's secret part: 32 bytes in base64url, unpadded. */
+/** Characters of an issued key's random part: 32 bytes in base64url, unpadded. */
 const SECRET_LENGTH = 43;
 
-/** Whether a key that claims this environment has the length every issued key has: one that has not was never issued. */
-export function hasIssuedLength(key: string, environment: Environment): boolean {
-  return key.length === KEY_PREFIX[environment].length + SECRET_LENGTH;
+/**
+ * The format of a key that claims this environment, told by its length: `tagged` (issued since tags: the
+ * random part, then its tag), `untagged` (issued before them), or undefined for a length no key is issued with.
+ */
+export function formatOfKey(key: string, environment: Environment): 'tagged' | 'untagged' | undefined {
+  const untagged = KEY_PREFIX[environment].length + SECRET_LENGTH;
+  if (key.length === untagged + TAG_LENGTH) return 'tagged';
+  return key.length === untagged ? 'untagged' : undefined;
 }
 
 /** The environment a key claims by its prefix, or undefined when it has no known prefix. */

@@ -1,6 +1,8 @@
 /**
  * An in-memory cache whose entries expire after a fixed time (KEY_CACHE_TTL_MS, for keys and bans). When full
  * it is emptied, not evicted entry by entry: it fills only under unusually many keys, each cheap to look up again.
+ * Every `nowMs` is a reading of the elapsed clock (Clock.elapsed), so a wall clock stepped back cannot keep an
+ * entry past its lifetime, nor one stepped forward drop it early.
  */
 export class TtlCache<K, V> {
   readonly #entries = new Map<K, { value: V; expiresAtMs: number }>();

@@ -1,9 +1,11 @@
 /**
  * Temporary bans of keys that keep sending after 429 (docs/rate-limits.md). A refusal counts only BAN_GRACE_MS
  * after its window's first refusal, so requests already in flight never do; BAN_THRESHOLD counted in a minute
- * bans the subject (shared by rotations) for BAN_DURATION_SECONDS, to the whole second, as Retry-After says.
+ * bans the subject (shared by rotations) for BAN_DURATION_SECONDS, to the whole second, as Retry-After says:
+ * that much real time on the instance that placed or read it, whatever its wall clock does meanwhile.
  */
 import type { BanStore } from '../storage/store.ts';
+import type { Clock } from '../domain/clock.ts';
 import { MINUTE_MS } from '../domain/durations.ts';
 import { TtlCache } from '../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter } from './limiter.ts';
@@ -18,42 +20,53 @@ export interface BanPolicy {
   cacheTtlMs: number;
 }
 
+/** A ban as this instance knows it: its end as stored (Unix time, 0: none) and when it ends in real time. */
+interface KnownBan {
+  storedEndMs: number;
+  /** By the elapsed clock. */
+  endsAtElapsedMs: number;
+  /** Placed here while the store could not take it: held on this instance alone, until it ends. */
+  unstored?: true;
+}
+
+/** A ban earned while the store could not take it: the request is still refused (429), and the ban held here. */
+export class BanNotStoredError extends Error {
+  readonly bannedUntilMs: number;
+  constructor(bannedUntilMs: number, cause: unknown) {
+    super('the ban could not be stored', { cause });
+    this.bannedUntilMs = bannedUntilMs;
+  }
+}
+
 export class KeyBans {
-  /** Each key's ban end (0: none) as last read from the store. */
-  readonly #cache: TtlCache<string, number>;
+  /** Each key's ban as last read from the store, reused for cacheTtlMs. */
+  readonly #cache: TtlCache<string, KnownBan>;
+  /**
+   * The bans this instance has read or placed, kept while they last in real time: a ban read again with
+   * the same stored end keeps the real end it was first given, so a wall clock stepped either way neither
+   * lengthens nor lifts it. Only bans in force are kept, so this is as small as the banned keys.
+   */
+  readonly #lasting = new Map<string, KnownBan>();
   /** The store read on its way for each key. */
-  readonly #reading = new Map<string, Promise<number>>();
+  readonly #reading = new Map<string, Promise<KnownBan>>();
   readonly #store: BanStore;
   readonly #limiter: RateLimiter;
+  readonly #clock: Clock;
   readonly #policy: BanPolicy;
 
-  constructor(store: BanStore, limiter: RateLimiter, policy: BanPolicy) {
+  constructor(store: BanStore, limiter: RateLimiter, clock: Clock, policy: BanPolicy) {
     this.#store = store;
     this.#limiter = limiter;
+    this.#clock = clock;
     this.#policy = policy;
     this.#cache = new TtlCache({ ttlMs: policy.cacheTtlMs });
   }
 
-  /** The end of the key's ban, or undefined when it is not banned. */
+  /** The end of the key's ban by the limiter's clock at nowMs, or undefined when it is not banned. */
   async bannedUntil(keyId: string, nowMs: number): Promise<number | undefined> {
-    const bannedUntilMs = this.knownBanEnd(keyId, nowMs) ?? (await this.#read(keyId, nowMs));
-    return bannedUntilMs > nowMs ? bannedUntilMs : undefined;
-  }
-
-  /** The key's ban end (0: none) from the store, one read however many requests ask for it at once. */
-  #read(keyId: string, nowMs: number): Promise<number> {
-    let reading = this.#reading.get(keyId);
-    if (reading === undefined) {
-      reading = this.#store
-        .banEndOf(keyId, nowMs)
-        .then((end) => {
-          this.#cache.set(keyId, end ?? 0, nowMs);
-          return end ?? 0;
-        })
-        .finally(() => this.#reading.delete(keyId));
-      this.#reading.set(keyId, reading);
-    }
-    return reading;
+    const ban = this.#cache.get(keyId, this.#clock.elapsed()) ?? (await this.#read(keyId, nowMs));
+    const end = this.#endBy(ban, nowMs);
+    return end > nowMs ? end : undefined;
   }
 
   /**
@@ -61,7 +74,43 @@ export class KeyBans {
    * Undefined when only bannedUntil can tell.
    */
   knownBanEnd(keyId: string, nowMs: number): number | undefined {
-    return this.#cache.get(keyId, nowMs);
+    const ban = this.#cache.get(keyId, this.#clock.elapsed());
+    return ban && this.#endBy(ban, nowMs);
+  }
+
+  /** A ban's end as the caller's clock reads it at nowMs: what is left of it in real time, from nowMs. */
+  #endBy(ban: KnownBan, nowMs: number): number {
+    if (ban.storedEndMs === 0) return 0;
+    const left = ban.endsAtElapsedMs - this.#clock.elapsed();
+    return left > 0 ? nowMs + left : 0;
+  }
+
+  /** The key's ban from the store, one read however many requests ask for it at once. */
+  #read(keyId: string, nowMs: number): Promise<KnownBan> {
+    let reading = this.#reading.get(keyId);
+    if (reading === undefined) {
+      // Every stored end, past ones too: a ban this instance holds is judged by its real end, not by
+      // the wall clock (one that was stepped forward would lift it); an unban removes the row.
+      reading = this.#store
+        .banEndOf(keyId, 0)
+        .then((end) => this.#know(keyId, end ?? 0, nowMs))
+        .finally(() => this.#reading.delete(keyId));
+      this.#reading.set(keyId, reading);
+    }
+    return reading;
+  }
+
+  /** Remembers a ban read or placed at nowMs (by the limiter's clock). */
+  #know(keyId: string, storedEndMs: number, nowMs: number): KnownBan {
+    const elapsedMs = this.#clock.elapsed();
+    const lasting = this.#lasting.get(keyId);
+    let ban: KnownBan;
+    if (lasting !== undefined && (lasting.storedEndMs === storedEndMs || lasting.unstored)) ban = lasting;
+    else ban = { storedEndMs, endsAtElapsedMs: elapsedMs + storedEndMs - nowMs };
+    if (ban.endsAtElapsedMs > elapsedMs) this.#lasting.set(keyId, ban);
+    else this.#lasting.delete(keyId);
+    this.#cache.set(keyId, ban, elapsedMs);
+    return ban;
   }
 
   /** Counts a refused request; returns the end of the ban it earned, if it earned one. */
@@ -78,8 +127,20 @@ export class KeyBans {
     // unbanned by the operator is not banned again by refusals it had already made in this window.
     if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
     const bannedUntilMs = Math.ceil((nowMs + this.#policy.durationMs) / 1000) * 1000;
-    await this.#store.banKey(keyId, bannedUntilMs);
-    this.#cache.set(keyId, bannedUntilMs, nowMs);
+    this.#forgetEnded();
+    try {
+      await this.#store.banKey(keyId, bannedUntilMs);
+    } catch (err) {
+      this.#lasting.set(keyId, { ...this.#know(keyId, bannedUntilMs, nowMs), unstored: true });
+      throw new BanNotStoredError(bannedUntilMs, err);
+    }
+    this.#know(keyId, bannedUntilMs, nowMs);
     return bannedUntilMs;
+  }
+
+  /** Bans of keys not seen again since they ended; swept when a ban is placed, so as few as bans are. */
+  #forgetEnded(): void {
+    const elapsedMs = this.#clock.elapsed();
+    for (const [keyId, ban] of this.#lasting) if (ban.endsAtElapsedMs <= elapsedMs) this.#lasting.delete(keyId);
   }
 }

@@ -1,21 +1,41 @@
 /**
  * The in-process limiter: exact for one instance, as one callback runs at a time. Also the Redis limiter's
  * fallback, starting from the counts Redis last gave (observe) and reporting what it counted (current).
+ * Windows are named by the wall clock, as the headers say, but a window lasts its length of real time once
+ * counted in: a wall clock stepped forward or back neither ends it early nor reopens it (docs/rate-limits.md).
  */
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { MINUTE_MS } from '../domain/durations.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 
 /** One window's count; reset in place when its window has passed. */
 export interface Counter {
   name: string;
+  /** The window's start and end by the wall clock (epoch ms). */
   start: number;
   end: number;
+  /** The window's end by the elapsed clock: it ends then, whatever the wall clock says. */
+  endsAtElapsed: number;
   count: number;
+  /** Admitted here since the counts were last handed to another limiter (the Redis limiter's unsent admissions). */
+  unshared: number;
+}
+
+/** How far the wall clock may disagree with the elapsed one about a window's end before it counts as stepped. */
+const STEPPED_MS = 1000;
+
+/**
+ * A window's end as told to clients at nowMs: where the wall clock names it, unless the clock was stepped
+ * since it was counted; then nowMs plus the real time it has left, which is when it really ends.
+ */
+function shownEnd(c: Counter, nowMs: number, elapsed: number): number {
+  const left = c.endsAtElapsed - elapsed;
+  return Math.abs(c.end - nowMs - left) < STEPPED_MS ? c.end : nowMs + left;
 }
 
 export interface MemoryLimiterOptions {
-  /** The clock windows are reckoned by; the system clock by default. */
-  now?: () => number;
+  /** Windows are named by its wall clock and last by its elapsed clock; the system's by default. */
+  clock?: Clock;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
@@ -25,16 +45,16 @@ export class MemoryRateLimiter implements RateLimiter {
    */
   readonly #counters = new Map<string, Counter[]>();
   /** Key: subject. The first mark of each subject's current period (see firstMark). */
-  readonly #marks = new Map<string, { atMs: number; endMs: number }>();
-  readonly #now: () => number;
-  #nextSweepMs = 0;
+  readonly #marks = new Map<string, { atElapsed: number; endsAtElapsed: number }>();
+  readonly #clock: Clock;
+  #nextSweepElapsed = 0;
 
   constructor(options: MemoryLimiterOptions = {}) {
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
   }
 
   now(): number {
-    return this.#now();
+    return this.#clock.now();
   }
 
   async consume(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
@@ -42,46 +62,58 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   consumeNow(subject: string, limits: readonly WindowLimit[]): LimitDecision {
-    return this.decide(subject, limits, this.#now(), true);
+    return this.decide(subject, limits, this.#clock.now(), true);
   }
 
   async peek(subject: string, limits: readonly WindowLimit[]): Promise<LimitDecision> {
-    return this.decide(subject, limits, this.#now(), false);
+    return this.decide(subject, limits, this.#clock.now(), false);
   }
 
   async firstMark(subject: string, untilMs: number): Promise<number> {
-    return this.mark(subject, this.#now(), untilMs);
+    return this.mark(subject, this.#clock.now(), untilMs);
   }
 
-  /** Synchronous like decide; the Redis limiter's fallback too. */
+  /** Synchronous like decide; the Redis limiter's fallback too. The first mark is told as nowMs less the real time since. */
   mark(subject: string, nowMs: number, untilMs: number): number {
+    const elapsed = this.#clock.elapsed();
     const current = this.#marks.get(subject);
-    if (current && current.endMs > nowMs) return current.atMs;
-    this.#marks.set(subject, { atMs: nowMs, endMs: untilMs });
+    if (current && current.endsAtElapsed > elapsed) return nowMs - (elapsed - current.atElapsed);
+    this.#marks.set(subject, { atElapsed: elapsed, endsAtElapsed: elapsed + untilMs - nowMs });
     return nowMs;
   }
 
   /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
   decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): LimitDecision {
-    if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
+    const elapsed = this.#clock.elapsed();
+    if (elapsed >= this.#nextSweepElapsed) this.#sweep(elapsed);
     const counters = this.#countersOf(subject, limits);
     let allowed = true;
     for (let i = 0; i < limits.length; i++) {
       const w = limits[i]!;
       const c = counters[i]!;
-      const start = windowStart(nowMs, w.windowMs);
-      if (c.start !== start || c.name !== w.name) {
+      if (c.endsAtElapsed <= elapsed || c.name !== w.name) {
+        // The next window by the wall clock, but never one at or before the window just counted: a
+        // clock stepped back would otherwise reopen it. Its end in real time is where the wall clock
+        // puts it now.
+        const start = c.name === w.name ? Math.max(windowStart(nowMs, w.windowMs), c.end) : windowStart(nowMs, w.windowMs);
         c.name = w.name;
         c.start = start;
         c.end = start + w.windowMs;
+        c.endsAtElapsed = elapsed + c.end - nowMs;
         c.count = 0;
+        c.unshared = 0;
       }
       if (c.count >= w.limit) allowed = false;
     }
-    if (allowed && count) for (const c of counters) c.count++;
+    if (allowed && count) {
+      for (const c of counters) {
+        c.count++;
+        c.unshared++;
+      }
+    }
     return decisionOf(
       limits,
-      counters.map((c) => c.start),
+      counters.map((c) => shownEnd(c, nowMs, elapsed) - (c.end - c.start)),
       allowed,
       counters.map((c, i) => limits[i]!.limit - c.count),
       nowMs,
@@ -93,15 +125,18 @@ export class MemoryRateLimiter implements RateLimiter {
    * a window it keeps the higher, so a reply that arrives late cannot take back what was counted here.
    */
   observe(subject: string, limits: readonly WindowLimit[], starts: readonly number[], counts: readonly number[], nowMs: number): void {
-    if (nowMs >= this.#nextSweepMs) this.#sweep(nowMs);
+    const elapsed = this.#clock.elapsed();
+    if (elapsed >= this.#nextSweepElapsed) this.#sweep(elapsed);
     const counters = this.#countersOf(subject, limits);
     for (let i = 0; i < limits.length; i++) {
       const c = counters[i]!;
       const sameWindow = c.name === limits[i]!.name && c.start === starts[i];
       c.count = sameWindow ? Math.max(c.count, counts[i]!) : counts[i]!;
+      if (!sameWindow) c.unshared = 0;
       c.name = limits[i]!.name;
       c.start = starts[i]!;
       c.end = starts[i]! + limits[i]!.windowMs;
+      c.endsAtElapsed = elapsed + c.end - nowMs;
     }
   }
 
@@ -110,9 +145,10 @@ export class MemoryRateLimiter implements RateLimiter {
     return this.#counters.size + this.#marks.size;
   }
 
-  /** Every subject's counters whose windows have not all ended at nowMs. */
-  *current(nowMs: number): Generator<[subject: string, counters: readonly Readonly<Counter>[]]> {
-    for (const [subject, counters] of this.#counters) if (counters.some((c) => c.end > nowMs)) yield [subject, counters];
+  /** Every subject's counters whose windows have not all ended. */
+  *current(): Generator<[subject: string, counters: Counter[]]> {
+    const elapsed = this.#clock.elapsed();
+    for (const [subject, counters] of this.#counters) if (counters.some((c) => c.endsAtElapsed > elapsed)) yield [subject, counters];
   }
 
   async close(): Promise<void> {
@@ -123,16 +159,16 @@ export class MemoryRateLimiter implements RateLimiter {
   #countersOf(subject: string, limits: readonly WindowLimit[]): Counter[] {
     let counters = this.#counters.get(subject);
     if (counters === undefined || counters.length !== limits.length) {
-      counters = limits.map(() => ({ name: '', start: -1, end: 0, count: 0 }));
+      counters = limits.map(() => ({ name: '', start: -1, end: 0, endsAtElapsed: -Infinity, count: 0, unshared: 0 }));
       this.#counters.set(subject, counters);
     }
     return counters;
   }
 
-  #sweep(nowMs: number): void {
-    this.#nextSweepMs = nowMs + MINUTE_MS;
-    // A counter whose window has ended is worth nothing.
-    for (const [subject, counters] of this.#counters) if (counters.every((c) => c.end <= nowMs)) this.#counters.delete(subject);
-    for (const [subject, m] of this.#marks) if (m.endMs <= nowMs) this.#marks.delete(subject);
+  #sweep(elapsed: number): void {
+    this.#nextSweepElapsed = elapsed + MINUTE_MS;
+    // A counter whose window has ended is worth nothing, nor what it admitted without Redis.
+    for (const [subject, counters] of this.#counters) if (counters.every((c) => c.endsAtElapsed <= elapsed)) this.#counters.delete(subject);
+    for (const [subject, m] of this.#marks) if (m.endsAtElapsed <= elapsed) this.#marks.delete(subject);
   }
 }

@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../metrics.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter, type Counter } from './memory.ts';
 import { QuotaBlocks } from './quota-blocks.ts';
@@ -60,20 +61,25 @@ end
 return 0`;
 
 // KEYS: a subject's counters. ARGV[1]: the test's clock (0: Redis's); then per window: start, length, floor (this
-// instance's count: what Redis last gave it plus what it admitted without Redis) and added (what it
-// admitted without Redis). A counter of the same window gets `added` and at least `floor`; an older
-// one, or none (a Redis restarted empty), becomes `floor`; a newer one is left alone.
+// instance's count: what Redis last gave it plus what it admitted without Redis) and added (what it admitted
+// without Redis). Windows are Redis's: what an instance counted in its current window, or in one ahead of it
+// (its clock is ahead), goes into Redis's current window, which gets `added` and at least `floor` (a counter of
+// an earlier window, or none: a Redis restarted empty, becomes `floor`). A window that has ended by Redis's
+// clock is left alone. So a raise never moves a counter to a later window than Redis's own.
 const RAISE_SCRIPT = `${NOW}
 for i, key in ipairs(KEYS) do
   local start, length = tonumber(ARGV[i * 4 - 2]), tonumber(ARGV[i * 4 - 1])
   local floor, added = tonumber(ARGV[i * 4]), tonumber(ARGV[i * 4 + 1])
-  local stored = redis.call('HMGET', key, 's', 'c')
-  local s = tonumber(stored[1])
-  if s == start then
-    redis.call('HSET', key, 'c', math.max(tonumber(stored[2]) + added, floor))
-  elseif (s == nil or s < start) and floor > 0 then
-    redis.call('HSET', key, 's', start, 'c', floor)
-    redis.call('PEXPIRE', key, math.max(1, start + length + ${COUNTER_MARGIN_MS} - now))
+  local current = now - now % length
+  if start >= current then
+    local stored = redis.call('HMGET', key, 's', 'c')
+    local s = tonumber(stored[1])
+    if s == current then
+      redis.call('HSET', key, 'c', math.max(tonumber(stored[2]) + added, floor))
+    elseif (s == nil or s < current) and floor > 0 then
+      redis.call('HSET', key, 's', current, 'c', floor)
+      redis.call('PEXPIRE', key, current + length + ${COUNTER_MARGIN_MS} - now)
+    end
   end
 end
 return 0`;
@@ -99,8 +105,10 @@ export interface RedisLimiterOptions {
   timeoutMs?: number;
   /** The largest block of a busy key's quota taken at once (quota-blocks.ts); 1: every request asks Redis. */
   maxBlock?: number;
-  /** A fake clock for tests, which then replaces Redis's own in every script; the service leaves it unset. */
-  fakeClock?: () => number;
+  /** A fake clock for tests, which then replaces Redis's own in every script and the monotonic one; the service leaves it unset. */
+  fakeClock?: Clock;
+  /** This instance's own clocks (the system's by default): its wall clock until Redis first answers, and the monotonic one. */
+  clock?: Clock;
   log: FastifyBaseLogger;
   metrics: Metrics;
 }
@@ -119,16 +127,13 @@ const RAISE_BATCH = 500;
 /** How long a block of quota may be spent from before its rest is handed back. */
 const BLOCK_LIFETIME_MS = 1000;
 
-/** What this instance admitted for a subject without Redis, per window (since `starts`). */
-interface Unsent {
-  starts: number[];
-  added: number[];
-}
-
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: LimiterRedis;
-  /** Decides while Redis cannot, from the counts Redis last gave for each subject. */
-  readonly #fallback = new MemoryRateLimiter(); // told the time on every call, by this limiter's clock
+  /**
+   * Decides while Redis cannot, from the counts Redis last gave for each subject; it keeps what it admitted
+   * meanwhile (Counter.unshared) until Redis has it, and forgets it with its window.
+   */
+  readonly #fallback: MemoryRateLimiter;
   readonly #blocks: QuotaBlocks;
   readonly #blockSweep: NodeJS.Timeout;
   /** Requests admitted from blocks since the metric was last told. */
@@ -140,15 +145,14 @@ export class RedisRateLimiter implements RateLimiter {
   /** Hand-backs and late raises on their way, which close() lets finish. */
   readonly #handingBack = new Set<Promise<unknown>>();
   readonly #prefix: string;
-  readonly #fakeClock: (() => number) | undefined;
+  readonly #fakeClock: Clock | undefined;
+  readonly #local: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
   /** Redis's clock as last read, and the monotonic clock's reading then. */
   #redisClock: { ms: number; at: number } | undefined;
   /** Since a failure, or a lost connection, until every counter this instance knows is back in Redis. */
   #degraded = false;
-  /** What the fallback admitted, to be added to Redis's counters before Redis decides again. */
-  #unsent = new Map<string, Unsent>();
   /** Set by a lost connection: Redis may have restarted empty, so every counter known is raised. */
   #countsMayBeLost = false;
   /** The bringing of Redis up to date, while it runs. */
@@ -163,6 +167,8 @@ export class RedisRateLimiter implements RateLimiter {
   constructor(options: RedisLimiterOptions) {
     this.#prefix = options.keyPrefix ?? 'petstore';
     this.#fakeClock = options.fakeClock;
+    this.#local = options.clock ?? systemClock;
+    this.#fallback = new MemoryRateLimiter({ clock: { now: () => this.now(), elapsed: () => this.#elapsed() } });
     this.#log = options.log;
     this.#metrics = options.metrics;
     this.#redis = connectRedis({
@@ -199,14 +205,23 @@ export class RedisRateLimiter implements RateLimiter {
 
   /** Redis's clock as last read, carried forward by the monotonic clock; the instance's before Redis ever answered. */
   now(): number {
-    if (this.#fakeClock) return this.#fakeClock();
+    if (this.#fakeClock) return this.#fakeClock.now();
     const clock = this.#redisClock;
-    return clock ? clock.ms + Math.floor(performance.now() - clock.at) : Date.now();
+    return clock ? clock.ms + Math.floor(this.#local.elapsed() - clock.at) : this.#local.now();
+  }
+
+  #elapsed(): number {
+    return (this.#fakeClock ?? this.#local).elapsed();
   }
 
   /** What the scripts take as their clock: 0 for Redis's own. */
   #scriptClock(): number {
-    return this.#fakeClock?.() ?? 0;
+    return this.#fakeClock?.now() ?? 0;
+  }
+
+  /** How many subjects the fallback holds counts for: what this limiter's memory grows with during an outage, bounded by their windows. */
+  get fallbackSubjects(): number {
+    return this.#fallback.size;
   }
 
   /** Resolves once connected (or rejects), for start-up and tests; requests never wait for it. */
@@ -408,7 +423,7 @@ export class RedisRateLimiter implements RateLimiter {
 
   /** A reply's `now` sets the clock the fallback and the blocks go by. */
   #readClock(nowMs: number): void {
-    this.#redisClock = { ms: nowMs, at: performance.now() };
+    this.#redisClock = { ms: nowMs, at: this.#local.elapsed() };
   }
 
   /** Pre-admissions are counted in a plain number on the request path and reach the metric once a second. */
@@ -436,18 +451,7 @@ export class RedisRateLimiter implements RateLimiter {
   #fallbackDecision(subject: string, limits: readonly WindowLimit[], count: boolean, err: unknown): LimitDecision {
     this.#degrade(err);
     this.#metrics.limiterFallbacks.inc();
-    const decision = this.#fallback.decide(subject, limits, this.now(), count);
-    if (count && decision.allowed) this.#noteUnsent(subject, decision);
-    return decision;
-  }
-
-  /** Counts an admission of the fallback's toward what Redis must be told, window by window. */
-  #noteUnsent(subject: string, decision: LimitDecision): void {
-    const starts = decision.windows.map((w) => w.resetAtMs - w.windowMs);
-    const unsent = this.#unsent.get(subject);
-    // A window that has moved on starts again from this admission; the others (the day) keep theirs.
-    const added = starts.map((start, i) => (unsent?.starts[i] === start ? unsent.added[i]! : 0) + 1);
-    this.#unsent.set(subject, { starts, added });
+    return this.#fallback.decide(subject, limits, this.now(), count);
   }
 
   #fallbackMark(subject: string, untilMs: number, err: unknown): number {
@@ -464,61 +468,44 @@ export class RedisRateLimiter implements RateLimiter {
   async #bringUpToDate(): Promise<void> {
     const everything = this.#countsMayBeLost;
     this.#countsMayBeLost = false;
-    const unsent = this.#takeUnsent();
-    const failed = await this.#raise(unsent, everything);
-    if (failed) {
-      this.#keepUnsent(failed.unsent);
+    const err = await this.#raise(everything);
+    if (err !== undefined) {
       this.#countsMayBeLost ||= everything;
       this.#leaveAlone();
-      this.#log.warn({ err: failed.err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
+      this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
       return;
     }
-    const late = this.#takeUnsent();
-    for (const [subject, counters] of this.#fallback.current(this.now())) {
-      if (late.has(subject)) this.#track(this.#raiseOne(subject, counters, late.get(subject)));
+    // Admitted while the raise was on its way: sent without waiting, as Redis decides again.
+    for (const [subject, counters] of this.#fallback.current()) {
+      if (counters.some((c) => c.unshared > 0)) this.#track(this.#raiseOne(subject, counters));
     }
     this.#recover();
   }
 
-  /** Raises subjects' counters, a batch at a time; on a failure, the unsent admissions not known to have landed. */
-  async #raise(
-    unsent: ReadonlyMap<string, Unsent>,
-    everything: boolean,
-  ): Promise<{ err: unknown; unsent: Map<string, Unsent> } | undefined> {
-    const subjects = [...this.#fallback.current(this.now())].filter(([subject]) => everything || unsent.has(subject));
+  /** Raises subjects' counters, a batch at a time; the first failure, which stops it. */
+  async #raise(everything: boolean): Promise<unknown> {
+    const subjects = [...this.#fallback.current()].filter(([, counters]) => everything || counters.some((c) => c.unshared > 0));
     for (let first = 0; first < subjects.length; first += RAISE_BATCH) {
       const batch = subjects.slice(first, first + RAISE_BATCH);
-      const results = await Promise.allSettled(batch.map(([subject, counters]) => this.#raiseOne(subject, counters, unsent.get(subject))));
-      const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [{ subject: batch[i]![0], err: r.reason as unknown }] : []));
-      if (failures.length === 0) continue;
-      const notLanded = [...failures.map((f) => f.subject), ...subjects.slice(first + RAISE_BATCH).map(([subject]) => subject)];
-      const kept = new Map<string, Unsent>();
-      for (const subject of notLanded) if (unsent.has(subject)) kept.set(subject, unsent.get(subject)!);
-      return { err: failures[0]!.err, unsent: kept };
+      const results = await Promise.allSettled(batch.map(([subject, counters]) => this.#raiseOne(subject, counters)));
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) return failed.reason ?? new Error('raise failed');
     }
     return undefined;
   }
 
-  /** One subject's raise: its counters to at least this instance's counts, plus what it admitted without Redis. */
-  #raiseOne(subject: string, counters: readonly Readonly<Counter>[], added: Unsent | undefined): Promise<number> {
+  /**
+   * One subject's raise: its counters to at least this instance's counts, plus what it admitted without Redis;
+   * once Redis has them, those admissions are no longer this instance's alone (unless its window moved on meanwhile).
+   */
+  async #raiseOne(subject: string, counters: readonly Counter[]): Promise<void> {
     const keys = counters.map((c) => this.#counterKey(subject, c.name));
-    const args = counters.flatMap((c, i) => [c.start, c.end - c.start, c.count, added?.starts[i] === c.start ? added.added[i]! : 0]);
-    return this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args);
-  }
-
-  #takeUnsent(): Map<string, Unsent> {
-    const unsent = this.#unsent;
-    this.#unsent = new Map();
-    return unsent;
-  }
-
-  /** Puts back what could not be sent, window by window beside what was admitted since (an ended window's is worth nothing). */
-  #keepUnsent(unsent: ReadonlyMap<string, Unsent>): void {
-    for (const [subject, kept] of unsent) {
-      const since = this.#unsent.get(subject);
-      if (since === undefined) this.#unsent.set(subject, kept);
-      else since.added = since.added.map((n, i) => n + (since.starts[i] === kept.starts[i] ? kept.added[i]! : 0));
-    }
+    const sent = counters.map((c) => ({ start: c.start, unshared: c.unshared }));
+    const args = counters.flatMap((c) => [c.start, c.end - c.start, c.count, c.unshared]);
+    await this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), ...args);
+    counters.forEach((c, i) => {
+      if (c.start === sent[i]!.start) c.unshared -= sent[i]!.unshared;
+    });
   }
 
   #degrade(err: unknown): void {

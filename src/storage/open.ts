@@ -4,12 +4,15 @@
  *
  * A database that cannot be used stops the caller with one line naming DATABASE_URL and what is wrong,
  * never its password: a SQLite file whose folder does not exist (a typo would otherwise silently
- * start an empty database elsewhere), or a PostgreSQL server that cannot be reached or refuses us.
+ * start an empty database elsewhere), or a PostgreSQL server that cannot be reached or refuses us. A
+ * migration lock that another process holds past MIGRATION_LOCK_WAIT_MS stops it with a line naming the
+ * lock, the wait and the setting (migration-wait.ts).
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../config/variable.ts';
 import { withoutPassword } from '../domain/redaction.ts';
+import { MigrationLockTimeoutError, type MigrationWait } from './migration-wait.ts';
 import type { PostgresOptions } from './postgres/store.ts';
 import type { SqliteOptions } from './sqlite/store.ts';
 import type { Store } from './store.ts';
@@ -24,6 +27,11 @@ export interface OpenOptions {
   /** SQLITE_SYNCHRONOUS and SQLITE_LOCK_WAIT_MS; PostgreSQL ignores them. */
   synchronous: SqliteOptions['synchronous'];
   lockWaitMs: number;
+  /**
+   * MIGRATION_LOCK_WAIT_MS, and who hears, once, that opening waits for the lock another process holds
+   * while it migrates (PostgreSQL's advisory lock, SQLite's write lock).
+   */
+  migrationWait: MigrationWait;
   /** Given by the server with tracing on: wraps a SQLite store so its calls become spans. */
   traceSqlite?: (store: Store) => Store;
   /** Hears what the PostgreSQL store adapts to a transaction pooler, and SQLite writes failing and recovering. */
@@ -62,14 +70,16 @@ export function describePostgres(url: string): string {
 /** The store a target names; PostgreSQL's driver is traced by its own instrumentation. */
 export async function openStore(
   target: DatabaseTarget,
-  { synchronous, lockWaitMs, traceSqlite = (s) => s, log }: OpenOptions,
+  { synchronous, lockWaitMs, migrationWait, traceSqlite = (s) => s, log }: OpenOptions,
 ): Promise<Store> {
   if (target.engine === 'sqlite') {
     prepareSqliteFolder(target.path, target.createFolder === true);
     const { openSqliteStore } = await import('./sqlite/store.ts');
     try {
-      return traceSqlite(openSqliteStore({ path: target.path, synchronous, lockWaitMs, log }));
+      return traceSqlite(openSqliteStore({ path: target.path, synchronous, lockWaitMs, log, migrationWait }));
     } catch (err) {
+      // The database can be used, only not yet: the message names the file, the lock and the setting.
+      if (err instanceof MigrationLockTimeoutError) throw err;
       throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
         cause: err,
       });
@@ -77,8 +87,11 @@ export async function openStore(
   }
   const { openPostgresStore } = await import('./postgres/store.ts');
   try {
-    return await openPostgresStore({ url: target.url, log });
+    return await openPostgresStore({ url: target.url, log, migrationWait });
   } catch (err) {
+    if (err instanceof MigrationLockTimeoutError) {
+      throw new MigrationLockTimeoutError(`${describePostgres(target.url)}: ${err.message}`, { cause: err });
+    }
     const reason = withoutPassword((err as Error).message || String((err as { code?: unknown }).code ?? err), target.url);
     throw new Error(`DATABASE_URL names ${describePostgres(target.url)}, which cannot be used: ${reason}`, { cause: err });
   }

@@ -25,6 +25,8 @@ export interface NewApiKey {
   label: string | null;
   /** ApiKey.subjectId: for a rotation's replacement, that of the key it replaces; null for a key of its own. */
   subjectId: string | null;
+  /** Whether the key carries a tag (domain/key-tags.ts): every key issued since tags does; one written before them does not. */
+  tagged: boolean;
 }
 
 export interface PetStore {
@@ -71,7 +73,10 @@ export type IdempotencyClaim =
 export type FoundIdempotencyClaim = Exclude<IdempotencyClaim, { state: 'claimed' }>;
 
 export interface IdempotencyScope {
-  /** The API key's id: idempotency keys are scoped to the caller. */
+  /**
+   * The API key's subject id: idempotency keys are scoped to the caller, which a rotated key and the
+   * key that replaced it both are (they share quota and bans too).
+   */
   keyId: string;
   idempotencyKey: string;
 }
@@ -87,14 +92,15 @@ export interface IdempotencyScope {
  */
 export interface IdempotencyStore {
   /**
-   * Claims the key for a request whose payload hashes to requestHash. Claims older than expiresAfterMs
-   * are forgotten; an unfinished claim older than staleAfterMs is taken over, with a new token.
+   * Claims the key for a request whose payload hashes to requestHash, stamped nowMs. Claims made at or
+   * before expiredAtMs are forgotten; an unfinished claim older than staleAfterMs at nowMs is taken over,
+   * with a new token.
    */
   claimIdempotencyKey(
     scope: IdempotencyScope,
     requestHash: string,
     nowMs: number,
-    expiresAfterMs: number,
+    expiredAtMs: number,
     staleAfterMs: number,
   ): Promise<IdempotencyClaim>;
   /**
@@ -117,6 +123,11 @@ export interface IdempotencyStore {
 export interface KeyStore {
   createKey(key: NewApiKey): Promise<ApiKey>;
   findKeyByHash(hash: string): Promise<ApiKey | undefined>;
+  /**
+   * The hashes of the environment's keys without a tag (issued before tags, or by a release that knew none)
+   * that are not revoked: what an instance reads once at start, to look those keys up whoever sends them.
+   */
+  untaggedKeyHashes(environment: Environment): Promise<string[]>;
   listKeys(): Promise<ApiKey[]>;
   /** True when a key with that id existed and was not already revoked. */
   revokeKey(id: string): Promise<boolean>;
@@ -148,7 +159,11 @@ export interface BanStore {
 
 export interface Store extends PetStore, KeyStore, BanStore, IdempotencyStore {
   readonly engine: 'sqlite' | 'postgres';
-  /** A secret shared by every instance on this database, made once by the first migration. */
+  /**
+   * A secret shared by every instance on this database, made once by the first migration. It signs page
+   * cursors and, through a key derived from it, the tags of API keys (domain/key-tags.ts): it travels with
+   * the keys in every backup, and changing it would refuse every tagged key.
+   */
   cursorSecret(): Promise<string>;
   /** Resolves when the database answers; used by /readyz. */
   ping(): Promise<void>;

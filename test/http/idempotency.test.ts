@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { rotateKey } from '../../src/cli/keys.ts';
 import { CLAIM_STALE_MS } from '../../src/services/idempotent-creates.ts';
 import { call, errorOf, startTestServer, type TestServer } from '../support/servers.ts';
 
@@ -93,7 +94,7 @@ describe('Idempotency-Key', () => {
       { keyId, idempotencyKey: 'held-1' },
       hash,
       server.clock.now(),
-      86_400_000,
+      server.clock.now() - 86_400_000,
       CLAIM_STALE_MS,
     );
     assert.equal(claim.state, 'claimed');
@@ -152,6 +153,37 @@ describe('Idempotency-Key', () => {
     assert.notEqual(later.json.id, mine.json.id);
   });
 
+  test('a retry sent with the key that replaced the first by rotation is the same caller: the replay, no second pet', async () => {
+    const old = await server.key('enterprise', { rpm: 100_000, rpd: 1_000_000 });
+    const body = { name: 'Rotated', categoryId: 3 };
+    const first = await call(server, 'POST', '/v1/pets', { key: old, body, headers: { 'idempotency-key': 'rotate-1' } });
+    assert.equal(first.status, 201);
+    const id = (await server.store.listKeys()).find((k) => old.startsWith(k.prefix))!.id;
+    const { key: fresh } = await rotateKey(server.store, id, '1h', server.clock.now());
+    const before = await count(server);
+    const retried = await call(server, 'POST', '/v1/pets', { key: fresh, body, headers: { 'idempotency-key': 'rotate-1' } });
+    assert.equal(retried.status, 201);
+    assert.equal(retried.headers.get('idempotent-replayed'), 'true');
+    assert.equal(retried.json.id, first.json.id);
+    assert.equal(await count(server), before);
+  });
+
+  test('a wall clock stepped forward a day and back forgets no claim: the retry is the replay', async () => {
+    const body = { name: 'Stepped', categoryId: 4 };
+    const first = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(first.status, 201);
+    server.clock.step(24 * 60 * 60 * 1000 + 60_000);
+    // A create on the stepped clock would purge what looks a day old, were the purge to follow the wall clock.
+    const between = await call(server, 'POST', '/v1/pets', { key, body: { name: 'Other', categoryId: 4 } });
+    assert.equal(between.status, 201);
+    const during = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(during.headers.get('idempotent-replayed'), 'true', 'not forgotten while the clock is ahead');
+    server.clock.step(-(24 * 60 * 60 * 1000 + 60_000));
+    const after = await call(server, 'POST', '/v1/pets', { key, body, headers: { 'idempotency-key': 'stepped-1' } });
+    assert.equal(after.headers.get('idempotent-replayed'), 'true');
+    assert.equal(after.json.id, first.json.id);
+  });
+
   test('a Structured Field string key and the same text unquoted are one key; quoted keys may hold spaces', async () => {
     const send = (header: string) =>
       call(server, 'POST', '/v1/pets', { key, body: { name: 'Quoted', categoryId: 3 }, headers: { 'idempotency-key': header } });
@@ -168,7 +200,7 @@ describe('Idempotency-Key', () => {
   test('expired keys are purged from storage, not only forgotten', async () => {
     const scope = { keyId: 'key_purge', idempotencyKey: 'old' };
     const t0 = server.clock.now();
-    assert.equal((await server.store.claimIdempotencyKey(scope, 'h', t0, 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
+    assert.equal((await server.store.claimIdempotencyKey(scope, 'h', t0, t0 - 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
     assert.equal(await server.store.purgeIdempotencyKeys(t0 - 1), 0);
     // A create more than a day later purges every claim made before its window.
     server.clock.advance(24 * 60 * 60 * 1000 + 61_000);
@@ -176,7 +208,10 @@ describe('Idempotency-Key', () => {
     await new Promise((r) => setTimeout(r, 100)); // the purge runs off the request's path
     assert.equal(await server.store.purgeIdempotencyKeys(t0), 0, 'the old claim was already purged');
     // A claim with a different request for the same key is free again: nothing of the old one is left.
-    assert.equal((await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), 86_400_000, CLAIM_STALE_MS)).state, 'claimed');
+    assert.equal(
+      (await server.store.claimIdempotencyKey(scope, 'other', server.clock.now(), server.clock.now() - 86_400_000, CLAIM_STALE_MS)).state,
+      'claimed',
+    );
   });
 
   test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {

@@ -1,7 +1,10 @@
 /** Plans, both windows, headers, 429, bans and the per-address limit, through real HTTP and a fake clock. */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import pg from 'pg';
 import { loadConfig } from '../../src/config.ts';
+import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
+import { ENGINE } from '../support/engines.ts';
 import { call, errorOf, startTestServer, type TestServer } from '../support/servers.ts';
 import { MINUTE_MS } from '../../src/domain/durations.ts';
 import { undoAll } from '../support/temp.ts';
@@ -287,6 +290,20 @@ describe('bans', () => {
     assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200);
   });
 
+  test('a ban the store cannot take still answers the 429 that earned it, and holds on this instance', async (t) => {
+    const s = await server({ banThreshold: 1, banGraceMs: 0 });
+    const key = await s.key('enterprise', { rpm: 1, rpd: 1000 });
+    assert.equal((await call(s, 'GET', '/v1/pets', { key })).status, 200); // its ban state is now in memory
+    const release = await holdBansTable(s);
+    t.after(release);
+    const refused = await call(s, 'GET', '/v1/pets', { key });
+    errorOf(refused, 429, 'rate_limited');
+    errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'key_banned');
+    await release();
+    s.clock.advance(2001); // past the ban cache: the store, which has no ban, is read again
+    errorOf(await call(s, 'GET', '/v1/pets', { key }), 429, 'key_banned');
+  });
+
   test('a ban is seen by another instance on the same database', async () => {
     const a = await server({ banThreshold: 1, banGraceMs: 0 });
     const b = await server({ banThreshold: 1, banGraceMs: 0 }, { databaseOf: a });
@@ -355,3 +372,25 @@ describe('requests without a valid key', () => {
     assert.deepEqual(await burst(s, 5), [401, 401, 401, 401, 429]);
   });
 });
+
+/** Holds the bans table against writes from another connection, as another process or a migration would; the release. */
+async function holdBansTable(s: TestServer): Promise<() => Promise<void>> {
+  if (ENGINE === 'sqlite') {
+    const db = new DatabaseSync(s.databaseUrl.replace(/^sqlite:/, ''));
+    db.exec('BEGIN IMMEDIATE');
+    return async () => {
+      if (db.isOpen) db.close();
+    };
+  }
+  const client = new pg.Client({ connectionString: s.databaseUrl });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE bans IN EXCLUSIVE MODE');
+  let released = false;
+  return async () => {
+    if (released) return;
+    released = true;
+    await client.query('ROLLBACK');
+    await client.end();
+  };
+}

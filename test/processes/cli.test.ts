@@ -96,13 +96,14 @@ describe('keys create', () => {
         ok(['keys', 'create', '--plan', 'free'], box.env({ PETSTORE_ENV: 'staging' })),
       ]);
       const liveKey = lastLine(live.stdout);
-      assert.match(liveKey, /^pet_live_[A-Za-z0-9_-]{43}$/, live.stdout);
+      // 43 random characters, then the 11 of the key's tag.
+      assert.match(liveKey, /^pet_live_[A-Za-z0-9_-]{54}$/, live.stdout);
       assert.equal(live.stderr, '');
       // The lines before it are prose for the operator; the key appears only on the last one.
       assert.equal(live.stdout.split(liveKey).length, 2, 'the key is printed exactly once');
 
       const testKey = lastLine(staging.stdout);
-      assert.match(testKey, /^pet_test_[A-Za-z0-9_-]{43}$/, staging.stdout);
+      assert.match(testKey, /^pet_test_[A-Za-z0-9_-]{54}$/, staging.stdout);
       assert.notEqual(testKey.slice(9), liveKey.slice(9));
     });
   });

@@ -9,7 +9,7 @@ import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { newKeyPrefix } from '../support/engines.ts';
-import { keysCreate, runCli, startServerProcess, type ServerProcess } from '../support/processes.ts';
+import { freePort, keysCreate, runCli, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { makeCertificates, startRedis, tlsLines, type Certificates, type RedisProcess } from '../support/redis-servers.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
@@ -27,6 +27,16 @@ describe('Redis over TLS with an ACL user', () => {
   const url = (password = PASSWORD) => `rediss://limiter:${password}@127.0.0.1:${redis.port}`;
   const serve = (extra: Record<string, string>) => startServerProcess({ ...env, LOG_LEVEL: 'info', ...extra }, { owner: suite });
   const get = (server: ServerProcess, key: string) => fetch(`${server.url}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
+  /** A server with its metrics on a private listener, and how many limit decisions it took in memory, without Redis. */
+  const serveMetered = async (extra: Record<string, string>) => {
+    const port = await freePort();
+    const server = await serve({ ...extra, METRICS_PORT: String(port) });
+    const decidedInMemory = async () => {
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return Number(/^petstore_ratelimit_fallback_total (\d+)$/m.exec(metrics)?.[1]);
+    };
+    return { server, decidedInMemory };
+  };
 
   before(async () => {
     dir = tempDir(suite);
@@ -69,18 +79,28 @@ describe('Redis over TLS with an ACL user', () => {
 
   test("without the service's authority the certificate is refused: served with limits in memory, and the log says why", async () => {
     const key = await keysCreate(env, '--plan', 'free');
-    const server = await serve({ REDIS_URL: url() });
-    const res = await get(server, key);
-    assert.equal(res.status, 200);
-    assert.equal(res.headers.get('x-ratelimit-limit'), '60');
+    const { server, decidedInMemory } = await serveMetered({ REDIS_URL: url() });
+    // Counted in memory, as in Redis: a Free key's 61st request in a minute is refused. Start early in one.
+    if (Date.now() % 60_000 > 45_000) await sleep(60_000 - (Date.now() % 60_000) + 200);
+    const answers = [];
+    for (let i = 0; i < 61; i++) answers.push(await get(server, key));
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [...Array(60).fill(200), 429],
+    );
+    assert.equal(answers[0]!.headers.get('x-ratelimit-limit'), '60');
     assert.match(server.output(), /REDIS_URL names Redis at 127\.0\.0\.1:\d+, which cannot be reached \([^)]*certificate/);
+    // Each decided by the fallback: the start-up check's warning alone would not show it.
+    const inMemory = await decidedInMemory();
+    assert.ok(inMemory >= 61, `${inMemory} decisions taken in memory`);
     assert.ok(!server.output().includes(PASSWORD));
   });
 
   test('a wrong password, or keys outside what the ACL user may touch, are refused by Redis: limits in memory, and a warning', async () => {
     const key = await keysCreate(env, '--plan', 'free');
-    const wrong = await serve({ REDIS_URL: url('not-the-password'), REDIS_TLS_CA_FILE: certs.caFile });
+    const { server: wrong, decidedInMemory } = await serveMetered({ REDIS_URL: url('not-the-password'), REDIS_TLS_CA_FILE: certs.caFile });
     assert.equal((await get(wrong, key)).status, 200);
+    assert.ok((await decidedInMemory()) >= 1, 'decided in memory');
     assert.match(
       wrong.output(),
       /REDIS_URL names Redis at 127\.0\.0\.1:\d+, which cannot be reached \([^)]*(WRONGPASS|invalid username-password)/,

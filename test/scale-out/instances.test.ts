@@ -1,6 +1,7 @@
 /**
  * Three server processes on one PostgreSQL database and one Redis behave as one service: one global
- * limit per key, shared pets and cursors, bans and revocations seen everywhere.
+ * limit per key, shared pets and cursors, refusals counted toward one ban across instances, bans and
+ * revocations seen everywhere.
  */
 import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
@@ -11,6 +12,10 @@ import { suiteOwner } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
 type Answer = { status: number; code: string | undefined; headers: Headers; body: any };
+
+/** Set for every instance: counted refusals of one key in a minute that earn a ban, and the grace after a window's first refusal. */
+const BAN_THRESHOLD = 20;
+const BAN_GRACE_MS = 1000;
 
 async function get(server: ServerProcess, path: string, key: string): Promise<Answer> {
   const res = await fetch(server.url + path, { headers: { authorization: `Bearer ${key}` } });
@@ -31,7 +36,14 @@ describe('three instances on one PostgreSQL and one Redis', () => {
   before(async () => {
     database = await createTestDatabase(suite);
     const keyPrefix = newKeyPrefix(suite);
-    env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: keyPrefix, LOG_LEVEL: 'warn' };
+    env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: REDIS_URL!,
+      REDIS_KEY_PREFIX: keyPrefix,
+      LOG_LEVEL: 'warn',
+      BAN_THRESHOLD: String(BAN_THRESHOLD),
+      BAN_GRACE_MS: String(BAN_GRACE_MS),
+    };
     // All three start at once: their migrations race for the advisory lock.
     servers = await Promise.all([0, 1, 2].map(() => startServerProcess(env, { owner: suite })));
   });
@@ -76,25 +88,35 @@ describe('three instances on one PostgreSQL and one Redis', () => {
     );
   });
 
-  test('a ban earned on one instance reaches every instance, and so does unban', async () => {
+  test('refusals on every instance count toward one ban: the ban comes at the shared threshold, though no instance reaches it alone, and not before; every instance sees it, and the unban', async () => {
     const { id, key } = await createKey('--plan', 'enterprise', '--rpm', '2', '--rpd', '1000');
-    // A client that keeps sending after its 429s, round-robin over the instances: refusals in the
-    // first BAN_GRACE_MS (1 s) after the first one are not counted, the next 20 are, on any instance.
-    const started = Date.now();
-    const codes: { code: string | undefined; ms: number }[] = [];
-    for (let i = 0; Date.now() - started < 10_000; i++) {
-      const code = (await get(servers[i % servers.length]!, '/v1/pets', key)).code;
-      codes.push({ code, ms: Date.now() - started });
-      if (code === 'key_banned') break;
-      await sleep(20);
+    const banEnd = async () =>
+      (JSON.parse(lastLine((await runCli(['keys', 'list', '--json'], env)).stdout)) as { id: string; bannedUntil: string | null }[]).find(
+        (k) => k.id === id,
+      )!.bannedUntil;
+    // The key's minute and the minute its refusals are counted in must not turn: start early in one.
+    if (Date.now() % 60_000 > 40_000) await sleep(60_000 - (Date.now() % 60_000) + 200);
+    for (const s of servers.slice(0, 2)) assert.equal((await get(s, '/v1/pets', key)).status, 200);
+    // The window's first refusal, then past the grace: refusals within it were in flight and never count.
+    assert.equal((await get(servers[0]!, '/v1/pets', key)).code, 'rate_limited');
+    await sleep(BAN_GRACE_MS + 500);
+
+    // Counted refusals round-robin: by the threshold, each instance has made a third of them.
+    const counted = (n: number) => get(servers[n % servers.length]!, '/v1/pets', key);
+    for (let n = 1; n < BAN_THRESHOLD; n++) {
+      assert.equal((await counted(n)).code, 'rate_limited', `counted refusal ${n} of ${BAN_THRESHOLD}: no ban yet`);
     }
-    const firstBanned = codes.find((c) => c.code === 'key_banned');
-    assert.ok(firstBanned, JSON.stringify(codes));
-    const firstRefused = codes.find((c) => c.code === 'rate_limited')!;
-    assert.ok(firstBanned.ms - firstRefused.ms >= 1000, `banned ${firstBanned.ms - firstRefused.ms} ms after the first refusal`);
+    assert.equal(await banEnd(), null, `no ban after ${BAN_THRESHOLD - 1} counted refusals`);
+    // The threshold-th is still answered rate_limited, and bans: that instance's next answer says so.
+    assert.equal((await counted(BAN_THRESHOLD)).code, 'rate_limited');
+    assert.equal(
+      (await counted(BAN_THRESHOLD)).code,
+      'key_banned',
+      `banned at the ${BAN_THRESHOLD}th counted refusal, made on three instances`,
+    );
+    assert.ok(await banEnd(), 'the ban is stored');
+
     for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code === 'key_banned', 5000);
-    const listed = await runCli(['keys', 'list', '--json'], env);
-    assert.ok(JSON.parse(lastLine(listed.stdout)).find((k: { id: string; bannedUntil: string | null }) => k.id === id)?.bannedUntil);
     assert.equal((await runCli(['keys', 'unban', id], env)).code, 0);
     for (const s of servers) await eventually(async () => (await get(s, '/v1/pets', key)).code !== 'key_banned', 5000);
   });

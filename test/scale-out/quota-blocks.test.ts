@@ -11,6 +11,7 @@ import type { RateLimiter, WindowLimit } from '../../src/limits/limiter.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
 import { atEnd, suiteOwner } from '../support/temp.ts';
+import { FakeClock } from '../support/fake-clock.ts';
 
 const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
@@ -21,7 +22,7 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 const T0 = Date.UTC(2030, 0, 15, 10, 30, 0, 0);
 
 /** The limiters' clock: Redis's, shifted to where the test puts it. */
-const clock = { ms: T0, now: () => clock.ms };
+const clock = new FakeClock(T0);
 
 /** A decision taken at the moment `atMs` of the test's clock. */
 function consumeAt(limiter: RateLimiter, subject: string, limits: readonly WindowLimit[], atMs: number) {

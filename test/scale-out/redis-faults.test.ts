@@ -18,6 +18,7 @@ import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
+import { FakeClock } from '../support/fake-clock.ts';
 
 const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
@@ -25,10 +26,13 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 ];
 
 /** Early in a minute, so that a test's decisions fall into one minute and one day. */
-const clock = { ms: Date.UTC(2030, 0, 15, 10, 30, 5), now: () => clock.ms };
+const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
 
 const degraded = async (metrics: Metrics) =>
   (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
+/** Decisions taken in memory, without Redis: what proves a fallback ran, where its answers could have been Redis's. */
+const fallbacks = async (metrics: Metrics) =>
+  (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
 
 describe('the Redis limiter when Redis is slow or restarts empty', () => {
   // Undone in reverse: the limiters, the admin connection, Redis, then its folder.
@@ -81,20 +85,24 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     // Back to Redis by itself, without a request to set it going.
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 100);
     assert.equal(await admitted(l, 'key:slow', limits, 10), 0);
-    const fallbacks = (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
-    assert.ok(fallbacks >= 60, `${fallbacks} decisions counted as taken in memory`);
+    const inMemory = await fallbacks(metrics);
+    assert.ok(inMemory >= 60, `${inMemory} decisions counted as taken in memory`);
     const said = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
     assert.equal(said.filter((m) => /^Redis unreachable: rate limiting in memory/.test(m)).length, 1, 'the outage is logged once');
     assert.equal(said.filter((m) => /^Redis reachable again/.test(m)).length, 1, 'and its end');
   });
 
   test('a spent day stays spent through a slow reply', async () => {
-    const l = await limiter();
+    const metrics = createMetrics();
+    const l = await limiter(metrics);
     const limits = limitsOf(100, 5);
     assert.equal(await admitted(l, 'key:day', limits, 8), 5);
     const stalled = stall(0.6);
     await sleep(50);
     assert.equal(await admitted(l, 'key:day', limits, 20), 0);
+    // Redis, waited for, would have refused them too: the fallback decided every one.
+    assert.equal(await fallbacks(metrics), 20, 'decided in memory');
+    assert.equal(await degraded(metrics), 1);
     await stalled;
   });
 
@@ -108,6 +116,8 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     await sleep(50);
     // In memory: the 30 left of the 60 Redis allowed, and no more.
     assert.equal(await admitted(a, 'key:half', limits, 50), 30);
+    assert.equal(await fallbacks(metrics), 50, 'decided in memory, not by Redis once awake');
+    assert.equal(await degraded(metrics), 1);
     await stalled;
     await eventually(async () => (await a.consume('key:half', limits), (await degraded(metrics)) === 0), 5_000, 100);
     // Redis holds every admission: the 60, and possibly once more the request whose script Redis ran
@@ -132,11 +142,16 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       }
     };
     const workers = Array.from({ length: 4 }, worker);
-    await sleep(100);
-    await stall(0.4);
-    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
-    running = false;
-    await Promise.all(workers);
+    try {
+      await sleep(100);
+      await stall(0.4);
+      assert.ok((await fallbacks(metrics)) > 0, 'the fallback decided while Redis slept');
+      await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    } finally {
+      // Workers left running would keep the file from ever ending.
+      running = false;
+      await Promise.all(workers);
+    }
     const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
     assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
   });
@@ -284,5 +299,52 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(c, 'key:restart', limits, 3), 0);
     assert.equal(await admitted(a, 'key:restart', limits, 3), 0);
     assert.equal(await admitted(b, 'key:restart', limits, 3), 0);
+  });
+
+  test("an instance whose clock is ahead, cut off before it ever heard from Redis: what it admitted counts in Redis's window, never a later one", async (t) => {
+    const url = `redis://127.0.0.1:${redis.port}`;
+    const prefix = newKeyPrefix();
+    const limits = limitsOf(60, 100_000);
+    // Enough of the real minute left for the whole case, and the instance's clock already in the next one.
+    while (MINUTE_MS - (Date.now() % MINUTE_MS) < 15_000) await sleep(250);
+    const aheadMs = MINUTE_MS - (Date.now() % MINUTE_MS) + 2_000;
+    const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite }); // Redis's own clock
+    assert.equal(await admitted(onTime, 'key:ahead', limits, 60), 60);
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const metrics = createMetrics();
+    const ahead = new RedisRateLimiter({
+      urls: [url],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics,
+      clock: { now: () => Date.now() + aheadMs, elapsed: () => performance.now() },
+    });
+    atEnd(t, () => ahead.close());
+    // Its own minute, the next one by its clock, from nothing: the documented bound of N limits.
+    assert.equal(await admitted(ahead, 'key:ahead', limits, 70), 60);
+    assert.equal(await degraded(metrics), 1);
+    redis.child.kill('SIGCONT');
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    const [start, count] = await admin.hmget(`${prefix}:{key:ahead}:minute`, 's', 'c');
+    const [redisSeconds] = (await admin.time()) as [number, number];
+    assert.equal(Number(start), redisSeconds * 1000 - ((redisSeconds * 1000) % MINUTE_MS), "the counter stays in Redis's minute");
+    assert.equal(Number(count), 120);
+    assert.equal(await admitted(onTime, 'key:ahead', limits, 5), 0, "Redis's minute stays spent: no fresh count from the raise");
+    assert.equal(await admitted(ahead, 'key:ahead', limits, 5), 0);
+  });
+
+  test('what the fallback admitted is dropped with its windows: an outage with many subjects holds only the live ones', async (t) => {
+    const own = new FakeClock(Date.UTC(2030, 0, 15, 11, 0, 5));
+    const l = await createTestRedisLimiter({ url: `redis://127.0.0.1:${redis.port}`, keyPrefix: newKeyPrefix(), clock: own, owner: suite });
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const address = [{ name: 'minute', limit: 60, windowMs: MINUTE_MS }];
+    for (let i = 0; i < 2_000; i++) await l.consume(`addr:10.0.${i >> 8}.${i & 255}`, address);
+    assert.equal(l.fallbackSubjects, 2_000);
+    own.advance(2 * MINUTE_MS);
+    await l.consume('addr:10.1.0.1', address);
+    assert.equal(l.fallbackSubjects, 1, 'the ended minute took its subjects with it');
+    redis.child.kill('SIGCONT');
   });
 });

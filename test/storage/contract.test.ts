@@ -325,6 +325,7 @@ function newKey(overrides: Partial<NewApiKey> = {}): NewApiKey {
     perDay: 1000,
     label: null,
     subjectId: null,
+    tagged: true,
     ...overrides,
   };
 }
@@ -699,6 +700,21 @@ export function storageContract(name: string, open: Open): void {
           assert.equal(await store.findKeyByHash(''), undefined);
         }));
 
+      test("untaggedKeyHashes lists the hashes of the environment's keys without a tag that are not revoked, expired ones included", (t) =>
+        withStore(t, async ({ store }) => {
+          assert.deepEqual(await store.untaggedKeyHashes('production'), []);
+          const untagged = newKey({ tagged: false });
+          await store.createKey(untagged);
+          await store.createKey(newKey({ tagged: true }));
+          await store.createKey(newKey({ tagged: false, environment: 'staging' }));
+          const revoked = await store.createKey(newKey({ tagged: false }));
+          assert.ok(await store.revokeKey(revoked.id));
+          // An expired key can be given a new expiry (keys expire --never): it may authenticate again.
+          const expired = newKey({ tagged: false });
+          await store.updateKey((await store.createKey(expired)).id, { expiresAtMs: Date.now() - 1000 });
+          assert.deepEqual((await store.untaggedKeyHashes('production')).sort(), [untagged.hash, expired.hash].sort());
+        }));
+
       test('listKeys lists every key', (t) =>
         withStore(t, async ({ store }) => {
           assert.deepEqual(await store.listKeys(), []);
@@ -857,7 +873,8 @@ export function storageContract(name: string, open: Open): void {
       const DAY = 86_400_000;
       const STALE = 5_000;
       const scope = { keyId: 'key_idem', idempotencyKey: 'create-1' };
-      const claim = (store: Store, hash: string, nowMs: number, key = scope) => store.claimIdempotencyKey(key, hash, nowMs, DAY, STALE);
+      const claim = (store: Store, hash: string, nowMs: number, key = scope) =>
+        store.claimIdempotencyKey(key, hash, nowMs, nowMs - DAY, STALE);
       /** A claim that must be won: its fencing token. */
       const won = async (store: Store, hash: string, nowMs: number, key = scope): Promise<string> => {
         const c = await claim(store, hash, nowMs, key);

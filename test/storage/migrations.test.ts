@@ -3,21 +3,30 @@
  * names, and a database left by the previous release (SQLite with its old numbering, PostgreSQL at
  * version 5, each with idempotency keys that stored whole responses) upgrades to the latest version,
  * keeps its pets, keys and bans, and replays a finished idempotency key from the pet its stored
- * response named, with an id above 2^53 kept exact.
+ * response named, with an id above 2^53 kept exact. Opening PostgreSQL while another session holds the
+ * migration lock waits for it, also through PgBouncer (the PgBouncer pass runs this file again), up to
+ * its bound (processes/migration-wait.test.ts: the same through `petstore serve` and `keys`, and on SQLite).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Pet } from '../../src/domain/pet.ts';
 import { CLAIM_STALE_MS, IdempotentCreates, requestHash } from '../../src/services/idempotent-creates.ts';
+import { MigrationLockTimeoutError } from '../../src/storage/migration-wait.ts';
+import { MIGRATION_LOCK } from '../../src/storage/postgres/migration-lock.ts';
 import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.ts';
+import { openPostgresStore } from '../../src/storage/postgres/store.ts';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
-import { createTestDatabase, openTestPostgresStore, requirePostgres } from '../support/engines.ts';
-import { tempDir } from '../support/temp.ts';
+import { createTestDatabase, openTestPostgresStore, requirePostgres, withPostgres } from '../support/engines.ts';
+import { FakeClock } from '../support/fake-clock.ts';
+import { holdMigrationLock, type LockHolder } from '../support/lock-holders.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
+import { eventually } from '../support/waiting.ts';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 const HOUR = 3_600_000;
@@ -64,8 +73,10 @@ async function assertUpgraded(store: Store): Promise<void> {
   );
   assert.equal(await store.banEndOf('key_old', NOW), NOW + HOUR);
   assert.equal(await store.cursorSecret(), 'old-secret');
+  // Issued before key tags: the key has none, and an instance starting now knows it exists.
+  assert.deepEqual(await store.untaggedKeyHashes('production'), ['old-hash']);
 
-  const creates = new IdempotentCreates({ store, now: () => NOW, onPurgeError: (err) => assert.fail(String(err)) });
+  const creates = new IdempotentCreates({ store, clock: new FakeClock(NOW), onPurgeError: (err) => assert.fail(String(err)) });
   const scope = (idempotencyKey: string) => ({ keyId: 'key_old', idempotencyKey });
   assert.deepEqual(await creates.create(scope('finished'), { name: BIG.name, categoryId: BIG.categoryId, status: BIG.status }), {
     outcome: 'replayed',
@@ -75,7 +86,11 @@ async function assertUpgraded(store: Store): Promise<void> {
   // and then taken over with a token of its own, so the retry creates.
   const small = { name: 'Small', categoryId: 1n, status: 'sold' } as const;
   assert.deepEqual(await creates.create(scope('unfinished'), small), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS - 1000 });
-  const later = new IdempotentCreates({ store, now: () => NOW - 1000 + CLAIM_STALE_MS, onPurgeError: (err) => assert.fail(String(err)) });
+  const later = new IdempotentCreates({
+    store,
+    clock: new FakeClock(NOW - 1000 + CLAIM_STALE_MS),
+    onPurgeError: (err) => assert.fail(String(err)),
+  });
   assert.equal((await later.create(scope('unfinished'), small)).outcome, 'created');
   const fresh = await creates.create(scope('orphaned'), { name: 'New', categoryId: 2n, status: 'pending' });
   assert.equal(fresh.outcome, 'created', 'a finished key whose pet is gone was forgotten');
@@ -164,12 +179,12 @@ describe('SQLite: a database of the previous release', () => {
         rows.map((r) => [r.version, r.name]),
         SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
       );
-      // The old versions moved to their new numbers with the moment they were applied; 2, 6, 7 and 8 are new.
+      // The old versions moved to their new numbers with the moment they were applied; 2, 6, 7, 8 and 9 are new.
       assert.deepEqual(
         [1, 3, 4, 5].map((v) => rows.find((r) => r.version === v)!.applied_at),
         [1001, 1002, 1003, 1004],
       );
-      for (const v of [2, 6, 7, 8]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
+      for (const v of [2, 6, 7, 8, 9]) assert.ok(rows.find((r) => r.version === v)!.applied_at >= before);
 
       const db = new DatabaseSync(path, { readOnly: true });
       try {
@@ -300,5 +315,78 @@ describe('PostgreSQL: a database of the previous release', () => {
     } finally {
       await client.end();
     }
+  });
+});
+
+describe('PostgreSQL: opening while another session holds the migration lock', () => {
+  /** Who holds it, as opening names them: through PgBouncer, the server connection the holder's transaction runs on. */
+  const holderOf = ({ session }: LockHolder) =>
+    `another session (pid ${session!.pid}, application "lock-holder", user ${session!.user}` +
+    `${session!.address === null ? '' : `, from ${session!.address}`})`;
+
+  test('waits past the per-statement bound, says so once naming the lock and its holder, and opens once it is released', async (t) => {
+    if (!requirePostgres(t, 'waiting for the PostgreSQL migration lock')) return;
+    const database = await createTestDatabase(t);
+    // As a migrating start holds it: in a transaction, which keeps its server connection through a pooler.
+    const held = await holdMigrationLock(t, database.url, 'transaction');
+    const told: string[] = [];
+    const opening = openPostgresStore({ url: database.url, poolSize: 2, migrationWait: { waitMs: 120_000, onWait: (m) => told.push(m) } });
+    let settled = false;
+    void opening
+      .then(
+        (store) => atEnd(t, () => store.close()),
+        () => undefined, // the await below reports it
+      )
+      .finally(() => (settled = true));
+    await eventually(async () => told.length > 0, 10_000, 50);
+    // Every statement is bounded by 2 s (the client's query timeout): a wait made of one statement would end here.
+    await sleep(4000);
+    assert.equal(settled, false, 'still waiting while the lock is held');
+
+    await held.release();
+    const store = await opening;
+    assert.deepEqual(told, [
+      `waiting for the migration lock (PostgreSQL advisory lock ${MIGRATION_LOCK}), which ${holderOf(held)} holds; ` +
+        'waiting up to 120 s (MIGRATION_LOCK_WAIT_MS=120000)',
+    ]);
+    assert.equal((await store.createPet({ name: 'After the wait', categoryId: 1n, status: 'available' })).name, 'After the wait');
+    const { rows } = await withPostgres(database.url, (c) => c.query('SELECT max(version) AS v FROM schema_migrations'));
+    assert.equal(rows[0].v, POSTGRES_MIGRATIONS.at(-1)!.version);
+  });
+
+  test('holds nothing once opened: the lock ends with the migration transaction, so no pooled server connection keeps it', async (t) => {
+    if (!requirePostgres(t, 'the PostgreSQL migration lock after opening')) return;
+    const database = await createTestDatabase(t);
+    const store = await openTestPostgresStore(database.url);
+    atEnd(t, () => store.close());
+    const { rows } = await withPostgres(database.url, (c) =>
+      c.query(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      ),
+    );
+    assert.equal(rows[0].n, 0);
+  });
+
+  test('gives up once its bound has passed, naming the lock, its holder, the wait and the setting; nothing is applied', async (t) => {
+    if (!requirePostgres(t, 'giving up on the PostgreSQL migration lock')) return;
+    const database = await createTestDatabase(t);
+    const held = await holdMigrationLock(t, database.url, 'transaction');
+    const told: string[] = [];
+    const opening = openPostgresStore({ url: database.url, poolSize: 2, migrationWait: { waitMs: 1000, onWait: (m) => told.push(m) } });
+    const before = 'gave up after ';
+    const after =
+      ` s waiting for the migration lock (PostgreSQL advisory lock ${MIGRATION_LOCK}), which ${holderOf(held)} still holds; ` +
+      'MIGRATION_LOCK_WAIT_MS=1000 bounds the wait: start again once it is released, or raise MIGRATION_LOCK_WAIT_MS';
+    await assert.rejects(opening, (err: Error) => {
+      assert.ok(err instanceof MigrationLockTimeoutError, String(err));
+      assert.ok(err.message.startsWith(before) && err.message.endsWith(after), `${err.message}\n  should be\n${before}N${after}`);
+      assert.ok(Number(err.message.slice(before.length, -after.length)) >= 1, err.message);
+      return true;
+    });
+    assert.equal(told.length, 1, 'said once that it waits');
+    await held.release();
+    const { rows } = await withPostgres(database.url, (c) => c.query("SELECT to_regclass('schema_migrations') AS t"));
+    assert.equal(rows[0].t, null, 'nothing applied');
   });
 });

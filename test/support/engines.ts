@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../../src/domain/clock.ts';
 import type { RateLimiter } from '../../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { RedisRateLimiter } from '../../src/limits/redis.ts';
@@ -136,7 +137,7 @@ export async function createTestRedisLimiter(
     /** RATE_LIMIT_BLOCK_MAX; the server's default (100) unless set. */
     maxBlock?: number;
     /** A fake clock the limiter follows instead of Redis's own. */
-    clock?: { now(): number };
+    clock?: Clock;
     /** Closes the limiter when this test or suite ends, and deletes its keys from the shared Redis. */
     owner?: Owner;
   } = {},
@@ -155,7 +156,7 @@ export async function createTestRedisLimiter(
     metrics: options.metrics ?? createMetrics(),
     timeoutMs: options.timeoutMs,
     maxBlock: options.maxBlock ?? 100,
-    fakeClock: options.clock ? () => options.clock!.now() : undefined,
+    fakeClock: options.clock,
   });
   if (options.owner) atEnd(options.owner, () => limiter.close());
   await limiter.ready();
@@ -163,8 +164,8 @@ export async function createTestRedisLimiter(
 }
 
 /** The engine's limiter, its windows following `clock` (the test's fake clock) instead of a real one. */
-export async function limiterForEngine(clock: { now(): number }): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
-  if (ENGINE === 'sqlite') return { limiter: new MemoryRateLimiter({ now: () => clock.now() }), cleanup: async () => undefined };
+export async function limiterForEngine(clock: Clock): Promise<{ limiter: RateLimiter; cleanup(): Promise<void> }> {
+  if (ENGINE === 'sqlite') return { limiter: new MemoryRateLimiter({ clock }), cleanup: async () => undefined };
   const limiter = await createTestRedisLimiter({ clock });
   return { limiter, cleanup: () => limiter.cleanup() };
 }

@@ -151,6 +151,8 @@ export interface StartOptions {
   owner?: Owner;
   /** How long it may take to answer before the start is given up (15 s by default; longer for a test that starts many at once). */
   startWithinMs?: number;
+  /** Handed the process as soon as it is spawned, before it answers: for a test that watches its start. */
+  onSpawn?: (server: ServerProcess) => void;
 }
 
 /** `petstore serve` on a free port of 127.0.0.1, once it answers. */
@@ -192,6 +194,7 @@ export async function startServerCommand(
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const server: ServerProcess = { url, child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited };
   if (options.owner) atEnd(options.owner, () => stopServer(server));
+  options.onSpawn?.(server);
   const isReady = options.isReady ?? (async (u: string) => (await fetch(`${u}/healthz`)).ok);
   const deadline = Date.now() + (options.startWithinMs ?? 15_000);
   for (;;) {

@@ -4,31 +4,23 @@
  * random port, with an injected clock; and the requests and checks those tests share. Every test
  * builds its own server and closes it (or gives it an owner that does).
  */
+import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppConfig, type Clock } from '../../src/app.ts';
+import { buildApp, type AppConfig } from '../../src/app.ts';
 import { createKey } from '../../src/cli/keys.ts';
 import { loadConfig } from '../../src/config.ts';
-import type { Environment } from '../../src/domain/api-key.ts';
+import { hashKey, type Environment } from '../../src/domain/api-key.ts';
+import { STANDARD_PLAN_LIMITS, type Plan } from '../../src/domain/plans.ts';
 import { createLogger } from '../../src/logger.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, ENGINE, limiterForEngine, openTestPostgresStore } from './engines.ts';
-import { atEnd, tempDir, undoAll, type Owner, type Step } from './temp.ts';
+import { FakeClock } from './fake-clock.ts';
 
-export class FakeClock implements Clock {
-  ms: number;
-  constructor(ms: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {
-    this.ms = ms;
-  }
-  now(): number {
-    return this.ms;
-  }
-  advance(ms: number): void {
-    this.ms += ms;
-  }
-}
+export { FakeClock };
+import { atEnd, tempDir, undoAll, type Owner, type Step } from './temp.ts';
 
 export interface TestServer {
   url: string;
@@ -127,6 +119,30 @@ export async function startTestServer(overrides: Partial<AppConfig> = {}, option
     await close().catch(() => undefined); // the start's own failure is the one to report
     throw err;
   }
+}
+
+/**
+ * A key as releases before key tags issued it: the prefix and 256 random bits, no tag, stored untagged. An
+ * instance started after it was stored knows it exists (Store.untaggedKeyHashes); one started before does not.
+ */
+export async function createUntaggedKey(
+  store: Store,
+  environment: Environment = 'production',
+  plan: Exclude<Plan, 'enterprise'> = 'free',
+): Promise<string> {
+  const key = (environment === 'production' ? 'pet_live_' : 'pet_test_') + randomBytes(32).toString('base64url');
+  await store.createKey({
+    id: 'key_' + randomBytes(8).toString('hex'),
+    hash: hashKey(key),
+    prefix: key.slice(0, 15),
+    environment,
+    plan,
+    ...STANDARD_PLAN_LIMITS[plan],
+    label: null,
+    subjectId: null,
+    tagged: false,
+  });
+  return key;
 }
 
 /** fetch with a bearer key and, for objects, a JSON body. */

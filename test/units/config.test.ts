@@ -60,6 +60,7 @@ test('an empty environment gives the defaults', () => {
     publicBaseUrl: '/v1',
     sqliteSynchronous: 'normal',
     sqliteLockWaitMs: 2000,
+    migrationLockWaitMs: 300_000,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
     docsPerMinute: 300,
@@ -104,6 +105,7 @@ test('values are read as given', () => {
     PETSTORE_ENV: 'staging',
     LOG_LEVEL: 'silent',
     SQLITE_SYNCHRONOUS: 'full',
+    MIGRATION_LOCK_WAIT_MS: '0',
     BAN_DURATION_SECONDS: '2592000',
     METRICS_PORT: '9464',
     CORS_ORIGINS: ' https://app.example.com , http://localhost:3000',
@@ -114,6 +116,7 @@ test('values are read as given', () => {
   assert.deepEqual(config.database, { engine: 'sqlite', path: '/var/lib/petstore.db', createFolder: false });
   assert.equal(config.redisUrl, 'rediss://cache.internal:6380');
   assert.deepEqual([config.environment, config.logLevel, config.sqliteSynchronous], ['staging', 'silent', 'full']);
+  assert.equal(config.migrationLockWaitMs, 0);
   assert.equal(config.banDurationSeconds, 30 * 86_400);
   assert.equal(config.metricsPort, 9464);
   assert.deepEqual(config.corsOrigins, ['https://app.example.com', 'http://localhost:3000']);

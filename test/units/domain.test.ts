@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { environmentOfKey, hashKey, issueKey } from '../../src/domain/api-key.ts';
+import { environmentOfKey, formatOfKey, hashKey, issueKey } from '../../src/domain/api-key.ts';
+import { HashPrefixSet } from '../../src/domain/hash-prefix-set.ts';
+import { KeyTags, TAG_LENGTH } from '../../src/domain/key-tags.ts';
 import { CursorCodec, type CursorPosition } from '../../src/domain/cursor.ts';
 import { inDecimalOrder, INT64_MAX, isPositiveInt64 } from '../../src/domain/int64.ts';
 import { nameProblem, PET_STATUSES } from '../../src/domain/pet.ts';
@@ -11,6 +13,7 @@ import { petJson, petsJson } from '../../src/domain/pet-json.ts';
 import { exactInteger, exactTopLevelIntegers } from '../../src/http/hooks/json-bodies.ts';
 
 const SECRET = 'a'.repeat(64);
+const TAGS = new KeyTags(SECRET);
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
@@ -168,14 +171,14 @@ describe('inDecimalOrder', () => {
 
 describe('issueKey', () => {
   test('production keys start with pet_live_ and staging keys with pet_test_', () => {
-    assert.ok(issueKey('production').key.startsWith('pet_live_'));
-    assert.ok(issueKey('staging').key.startsWith('pet_test_'));
+    assert.ok(issueKey('production', TAGS).key.startsWith('pet_live_'));
+    assert.ok(issueKey('staging', TAGS).key.startsWith('pet_test_'));
   });
 
   test('the secret part is base64url with at least 128 bits (22 characters) of randomness', () => {
     for (const environment of ['production', 'staging'] as const) {
-      const { key } = issueKey(environment);
-      const secret = key.slice('pet_live_'.length);
+      const { key } = issueKey(environment, TAGS);
+      const secret = key.slice('pet_live_'.length, -TAG_LENGTH);
       assert.match(secret, BASE64URL);
       assert.ok(secret.length >= 22, `secret part has ${secret.length} characters`);
       assert.ok(Buffer.from(secret, 'base64url').length >= 16);
@@ -187,7 +190,7 @@ describe('issueKey', () => {
     const ids = new Set<string>();
     const hashes = new Set<string>();
     for (let i = 0; i < 1000; i++) {
-      const issued = issueKey(i % 2 ? 'production' : 'staging');
+      const issued = issueKey(i % 2 ? 'production' : 'staging', TAGS);
       keys.add(issued.key);
       ids.add(issued.id);
       hashes.add(issued.hash);
@@ -198,7 +201,7 @@ describe('issueKey', () => {
   });
 
   test('the issued hash is the hash of the key, and the prefix is the key start with a few secret characters', () => {
-    const issued = issueKey('production');
+    const issued = issueKey('production', TAGS);
     assert.equal(issued.hash, hashKey(issued.key));
     assert.ok(issued.key.startsWith(issued.prefix));
     assert.ok(issued.prefix.length > 'pet_live_'.length, 'the prefix shows part of the secret');
@@ -206,22 +209,81 @@ describe('issueKey', () => {
   });
 
   test('the public id does not reveal the key', () => {
-    const issued = issueKey('staging');
+    const issued = issueKey('staging', TAGS);
     assert.match(issued.id, /^key_[0-9a-f]{16}$/);
     assert.ok(!issued.key.includes(issued.id.slice(4)));
+  });
+});
+
+describe('KeyTags', () => {
+  test("an issued key ends in its tag: it passes with its database's secret, and with no other", () => {
+    const other = new KeyTags('b'.repeat(64));
+    for (const environment of ['production', 'staging'] as const) {
+      const { key } = issueKey(environment, TAGS);
+      assert.equal(formatOfKey(key, environment), 'tagged');
+      assert.equal(key.slice(-TAG_LENGTH), TAGS.tagOf(key.slice(0, -TAG_LENGTH)));
+      assert.ok(TAGS.verify(key));
+      assert.ok(new KeyTags(SECRET).verify(key), 'another process with the same secret checks it the same');
+      assert.equal(other.verify(key), false);
+      assert.equal(other.verify(issueKey(environment, other).key), true);
+    }
+  });
+
+  test('changing any one character of a tagged key, its prefix, random part or tag, fails its tag', () => {
+    const { key } = issueKey('production', TAGS);
+    for (let i = 0; i < key.length; i++) {
+      for (const c of ['A', 'z', '_']) {
+        if (key[i] === c) continue;
+        const changed = key.slice(0, i) + c + key.slice(i + 1);
+        assert.equal(TAGS.verify(changed), false, `character ${i} changed to ${c}`);
+      }
+    }
+  });
+
+  test('made-up tags almost never pass: none of 10,000', () => {
+    const body = 'pet_live_' + randomBytes(32).toString('base64url');
+    for (let i = 0; i < 10_000; i++) assert.equal(TAGS.verify(body + randomBytes(8).toString('base64url')), false);
+  });
+
+  test("a tag is not the cursor's MAC of the same text, though both come from one secret", () => {
+    const body = 'pet_live_' + randomBytes(32).toString('base64url');
+    const cursorMac = createHmac('sha256', SECRET).update(body).digest().subarray(0, 8).toString('base64url');
+    assert.notEqual(TAGS.tagOf(body), cursorMac);
+  });
+});
+
+describe('formatOfKey', () => {
+  test('tells tagged keys, untagged keys (issued before tags) and lengths no key is issued with apart', () => {
+    const untagged = 'pet_live_' + randomBytes(32).toString('base64url');
+    assert.equal(formatOfKey(untagged, 'production'), 'untagged');
+    assert.equal(formatOfKey(issueKey('production', TAGS).key, 'production'), 'tagged');
+    for (const key of ['pet_live_', 'pet_live_abc', untagged + 'x', untagged.slice(0, -1), untagged + 'x'.repeat(TAG_LENGTH + 1)]) {
+      assert.equal(formatOfKey(key, 'production'), undefined, key);
+    }
+  });
+});
+
+describe('HashPrefixSet', () => {
+  test('has every hash it was given, and none of 10,000 others', () => {
+    const given = Array.from({ length: 1000 }, () => hashKey(randomBytes(32).toString('hex')));
+    const set = new HashPrefixSet(given);
+    assert.equal(set.size, 1000);
+    for (const hash of given) assert.ok(set.has(hash));
+    for (let i = 0; i < 10_000; i++) assert.equal(set.has(hashKey(randomBytes(32).toString('hex'))), false);
+    assert.equal(new HashPrefixSet([]).has(given[0]!), false);
   });
 });
 
 describe('hashKey', () => {
   test('is SHA-256 in lower-case hex', () => {
     assert.equal(hashKey('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    const { key } = issueKey('production');
+    const { key } = issueKey('production', TAGS);
     assert.equal(hashKey(key), createHash('sha256').update(key).digest('hex'));
     assert.match(hashKey(key), /^[0-9a-f]{64}$/);
   });
 
   test('differs from the key and is deterministic', () => {
-    const { key } = issueKey('production');
+    const { key } = issueKey('production', TAGS);
     assert.notEqual(hashKey(key), key);
     assert.ok(!hashKey(key).includes(key.slice(9)));
     assert.equal(hashKey(key), hashKey(key));
@@ -231,8 +293,8 @@ describe('hashKey', () => {
 
 describe('environmentOfKey', () => {
   test('names the environment of an issued key', () => {
-    assert.equal(environmentOfKey(issueKey('production').key), 'production');
-    assert.equal(environmentOfKey(issueKey('staging').key), 'staging');
+    assert.equal(environmentOfKey(issueKey('production', TAGS).key), 'production');
+    assert.equal(environmentOfKey(issueKey('staging', TAGS).key), 'staging');
   });
 
   test('reads only the prefix', () => {

@@ -14,6 +14,7 @@ import { nearestExhaustion, type WindowLimit } from '../../src/limits/limiter.ts
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { QuotaBlocks, type BlockWindows } from '../../src/limits/quota-blocks.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
+import { FakeClock } from '../support/fake-clock.ts';
 import { atEnd, tempDir, type Owner } from '../support/temp.ts';
 
 /** 12:00:00 UTC on a day: a minute and a day start here. */
@@ -24,8 +25,8 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 ];
 
 function memoryLimiter(startMs = NOON) {
-  const clock = { ms: startMs };
-  return { clock, limiter: new MemoryRateLimiter({ now: () => clock.ms }) };
+  const clock = new FakeClock(startMs);
+  return { clock, limiter: new MemoryRateLimiter({ clock }) };
 }
 
 const admittedOf = (limiter: MemoryRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
@@ -104,7 +105,8 @@ describe('the in-process limiter', () => {
     await limiter.firstMark('m:minute', NOON + MINUTE_MS);
     assert.equal(limiter.size, 4);
     // The minute has ended, but no sweep has run since: what it held is no longer current all the same.
-    assert.deepEqual([...limiter.current(NOON + MINUTE_MS)].map(([subject]) => subject).sort(), ['key:day', 'key:day-only']);
+    clock.ms = NOON + MINUTE_MS;
+    assert.deepEqual([...limiter.current()].map(([subject]) => subject).sort(), ['key:day', 'key:day-only']);
     clock.ms = NOON + MINUTE_MS - 1;
     assert.equal(admittedOf(limiter, 'key:other', limits, 1), 1);
     assert.equal(limiter.size, 5, 'no sweep before a minute has passed');
@@ -116,6 +118,7 @@ describe('the in-process limiter', () => {
     await limiter.firstMark('m:day', Date.UTC(2026, 10, 23));
     admittedOf(limiter, 'addr:y', [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], 1);
     assert.equal(limiter.size, 5);
+    clock.ms = NOON + 2 * MINUTE_MS;
     limiter.observe('key:seen', limits, [NOON + 2 * MINUTE_MS, Date.UTC(2026, 10, 22)], [1, 1], NOON + 2 * MINUTE_MS);
     assert.equal(limiter.size, 5, 'observe sweeps too (the ended addr:y goes), and keeps what it was told');
     assert.equal(await limiter.firstMark('m:day', Date.UTC(2026, 10, 23)), NOON + MINUTE_MS, 'a live mark outlives the sweep');
@@ -128,7 +131,7 @@ describe('the in-process limiter', () => {
     const limits = limitsOf(60, 1_000);
     limiter.observe('key:a', limits, [NOON, Date.UTC(2026, 10, 22)], [58, 990], NOON + 5_000);
     assert.equal(admittedOf(limiter, 'key:a', limits, 5), 2);
-    const [only] = [...limiter.current(NOON + 5_000)];
+    const [only] = [...limiter.current()];
     const [subject, counters] = only!;
     assert.equal(subject, 'key:a');
     assert.deepEqual(
@@ -195,7 +198,7 @@ describe('temporary bans', () => {
     atEnd(t, () => store.close());
     const { clock, limiter } = memoryLimiter(NOON + 10_000);
     const keys = await Promise.all([1, 2].map(() => createKey(store, 'production', { plan: 'free' })));
-    return { store, clock, limiter, bans: new KeyBans(store, limiter, policy), ids: keys.map((k) => k.record.id) };
+    return { store, clock, limiter, bans: new KeyBans(store, limiter, clock, policy), ids: keys.map((k) => k.record.id) };
   }
   const limits = limitsOf(1, 1_000);
   /** A refused decision of the key, at the limiter's clock. */
@@ -248,9 +251,12 @@ describe('temporary bans', () => {
   test('a ban ends at its exact moment', async (t) => {
     const { clock, bans, store, ids } = await banning(t);
     const [id] = ids as [string];
-    await store.banKey(id, clock.ms + 5000);
-    assert.equal(await bans.bannedUntil(id, clock.ms + 4999), clock.ms + 5000);
-    assert.equal(await bans.bannedUntil(id, clock.ms + 5000), undefined);
+    const end = clock.ms + 5000;
+    await store.banKey(id, end);
+    clock.ms += 4999;
+    assert.equal(await bans.bannedUntil(id, clock.ms), end);
+    clock.ms += 1;
+    assert.equal(await bans.bannedUntil(id, clock.ms), undefined);
   });
 
   test("each window's first refusal is its own: a day refused after a refused minute starts its own grace", async (t) => {

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Clock } from '../../domain/clock.ts';
 import type { CursorCodec } from '../../domain/cursor.ts';
 import type { CacheName, WatchedCache } from '../../metrics.ts';
 import { IdempotentCreates } from '../../services/idempotent-creates.ts';
@@ -27,7 +28,7 @@ export interface ApiOptions {
   petCacheBytes: number;
   /** Told each cache the routes keep, for the metrics. */
   watchCache: (name: CacheName, cache: WatchedCache) => void;
-  now: () => number;
+  clock: Clock;
   /**
    * The API's base URL as clients reach it (PUBLIC_BASE_URL): `/v1` or an absolute URL or path ending
    * in /v1. The URLs the API sends (next page, created pet, replacement) start with it.
@@ -58,7 +59,7 @@ const INHERITED = [
 export const api = fp(apiScope, { name: 'api', encapsulate: true, dependencies: INHERITED });
 
 async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void> {
-  const { store, guard, cursors, now, publicBaseUrl, watchCache } = options;
+  const { store, guard, cursors, clock, publicBaseUrl, watchCache } = options;
   app.addHook('onRequest', (_request, reply, done) => {
     reply.header('Cache-Control', 'no-store');
     done();
@@ -73,12 +74,13 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
     pageCacheBytes: options.pageCacheBytes,
     pageCacheTtlMs: options.pageCacheTtlMs,
     watchCache,
-    now,
+    // Cached pages' lifetimes are lengths of time.
+    now: () => clock.elapsed(),
     publicBaseUrl,
   });
   const creates = new IdempotentCreates({
     store,
-    now,
+    clock,
     // A storage fault the store already logged when it began is not repeated with a stack each minute.
     onPurgeError: (err) =>
       err instanceof StorageUnavailableError && err.logged
@@ -86,7 +88,7 @@ async function apiScope(app: FastifyInstance, options: ApiOptions): Promise<void
         : app.log.warn({ err }, 'purging expired idempotency keys failed'),
   });
   await app.register(createPet, { pets: store, creates, publicBaseUrl });
-  await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now, publicBaseUrl });
+  await app.register(getPet, { pets: store, cacheBytes: options.petCacheBytes, watchCache, now: () => clock.now(), publicBaseUrl });
   serveOpenApi(app);
   // Last: it reads the routes above to answer every other method (405) and every other path (404).
   await app.register(methodNotAllowed, { routes });

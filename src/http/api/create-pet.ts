@@ -98,7 +98,8 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
         }
       }
 
-      const result = await creates.create({ keyId: request.apiKey!.id, idempotencyKey: idempotencyKeyOf(idempotencyKey) }, pet);
+      // Scoped to the key's subject: a retry sent with the key that replaced it (rotation) finds the same claim.
+      const result = await creates.create({ keyId: request.apiKey!.subjectId, idempotencyKey: idempotencyKeyOf(idempotencyKey) }, pet);
       switch (result.outcome) {
         case 'in_flight':
           throw new ApiError(

@@ -1,12 +1,15 @@
 /**
  * The gate every /v1 request passes at onRequest, before its body is read: authentication, bans, rate limits.
- * Every answer under /v1 carries the charged subject's headers (the key's, else the address's). A key new to
- * this instance costs a lookup only while its address has room, or once a second (docs/rate-limits.md).
+ * Every answer under /v1 carries the charged subject's headers (the key's, else the address's). A key whose
+ * tag does not pass is refused without a lookup; one whose tag passes, or an untagged key known to exist, is
+ * looked up whatever its address has spent; any other untagged key new to this instance only while its
+ * address has room, or once a second (docs/rate-limits.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiKey } from '../../domain/api-key.ts';
-import type { KeyBans } from '../../limits/bans.ts';
+import type { Clock } from '../../domain/clock.ts';
+import { BanNotStoredError, type KeyBans } from '../../limits/bans.ts';
 import { DAY_MS, MINUTE_MS, SECOND_MS } from '../../domain/durations.ts';
 import { TtlCache } from '../../domain/ttl-cache.ts';
 import { nearestExhaustion, type LimitDecision, type RateLimiter, type WindowLimit } from '../../limits/limiter.ts';
@@ -38,6 +41,8 @@ export interface GuardOptions {
   /** The documentation's own per-address limit (DOCS_RATE_LIMIT_PER_MINUTE). */
   docsPerMinute: number;
   metrics: Metrics;
+  /** Its elapsed clock measures how long a spent address waits for its next lookup. */
+  clock: Clock;
 }
 
 export function keyLimits(key: ApiKey): WindowLimit[] {
@@ -105,7 +110,7 @@ export interface Guard {
 }
 
 export function createGuard(options: GuardOptions): Guard {
-  const { authenticator, limiter, bans, metrics } = options;
+  const { authenticator, limiter, bans, metrics, clock } = options;
   const anonymous = anonymousLimits(options.anonymousPerMinute);
   const docs = anonymousLimits(options.docsPerMinute);
   /** Addresses past their limit that were let through to a store lookup within the last second. */
@@ -132,7 +137,18 @@ export function createGuard(options: GuardOptions): Guard {
 
   /** Counts a refusal toward a ban (which may place one), then throws the 429. */
   async function refuseOverLimit(request: FastifyRequest, key: ApiKey, decision: LimitDecision): Promise<never> {
-    const banEnd = await bans.recordRefusal(key.subjectId, decision);
+    let banEnd: number | undefined;
+    try {
+      banEnd = await bans.recordRefusal(key.subjectId, decision);
+    } catch (err) {
+      // The refusal stands whatever became of the ban it earned: still the 429, not a 503.
+      if (!(err instanceof BanNotStoredError)) throw err;
+      metrics.bans.inc({ plan: key.plan });
+      request.log.warn(
+        { keyId: key.id, bannedUntil: new Date(err.bannedUntilMs).toISOString(), err: err.cause },
+        'key banned on this instance only: the ban could not be stored',
+      );
+    }
     if (banEnd !== undefined) {
       metrics.bans.inc({ plan: key.plan });
       request.log.warn({ keyId: key.id, bannedUntil: new Date(banEnd).toISOString() }, 'key banned');
@@ -199,20 +215,21 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   /**
-   * authenticate, but a key not found lately is looked up only while the address has room, or once a second;
-   * otherwise the address's 429, nothing counted (docs/rate-limits.md, "What a refusal costs"). The lookup
-   * starts or joins one without yielding, so requests for one key that looked together share it.
+   * authenticate, but an untagged key not known to exist is looked up only while the address has room, or
+   * once a second; otherwise the address's 429, nothing counted (docs/rate-limits.md, "What a refusal
+   * costs"). A tagged key never waits for the address: only keys that turn out invalid are charged to it.
+   * The lookup starts or joins one without yielding, so requests for one key that looked together share it.
    */
   async function authenticateGuarded(request: FastifyRequest, reply: FastifyReply): Promise<AuthResult> {
-    if (authenticator.wouldLookUpNewKey(request)) {
+    if (authenticator.lookupNeedsRoom(request)) {
       const subject = addressSubject(request.client);
       const decision = await limiter.peek(subject, anonymous);
-      if (!decision.allowed && authenticator.wouldLookUpNewKey(request)) {
-        if (spentLookups.get(subject, decision.nowMs) !== undefined) {
+      if (!decision.allowed && authenticator.lookupNeedsRoom(request)) {
+        if (spentLookups.get(subject, clock.elapsed()) !== undefined) {
           applyRateLimitHeaders(reply, decision);
           throw refuseAddress(decision);
         }
-        spentLookups.set(subject, true, decision.nowMs);
+        spentLookups.set(subject, true, clock.elapsed());
       }
     }
     return authenticator.authenticate(request);

@@ -32,7 +32,7 @@ export function capConnections(server: Server, caps: ConnectionCaps, log: Fastif
   const lastWarnedAt = { address: 0, total: 0 };
   const refused = (reason: 'address' | 'total', fields: Record<string, unknown>) => {
     metrics.connectionsRefused.inc({ reason });
-    const now = Date.now();
+    const now = performance.now();
     if (now - lastWarnedAt[reason] < WARN_EVERY_MS) return;
     lastWarnedAt[reason] = now;
     log.warn({ reason, ...fields }, 'connections refused (counted in petstore_connections_refused_total; logged once a minute)');

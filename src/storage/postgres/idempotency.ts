@@ -30,11 +30,11 @@ const CREATE_FENCED = `
 
 export function postgresIdempotency(query: Query): IdempotencyStore {
   return {
-    async claimIdempotencyKey({ keyId, idempotencyKey }, requestHash, nowMs, expiresAfterMs, staleAfterMs) {
+    async claimIdempotencyKey({ keyId, idempotencyKey }, requestHash, nowMs, expiredAtMs, staleAfterMs) {
       await query('DELETE FROM idempotency_keys WHERE key_id = $1 AND idempotency_key = $2 AND created_at <= $3', [
         keyId,
         idempotencyKey,
-        nowMs - expiresAfterMs,
+        expiredAtMs,
       ]);
       const token = newClaimToken();
       const inserted = await query(

@@ -1,5 +1,5 @@
 /** API keys on PostgreSQL; the lookup by hash, on every request whose key is not cached, is a named statement. */
-import type { ApiKey } from '../../domain/api-key.ts';
+import type { ApiKey, Environment } from '../../domain/api-key.ts';
 import { toApiKey, type ApiKeyRow } from '../rows.ts';
 import type { KeyChanges, KeyStore, NewApiKey } from '../store.ts';
 import type { Query } from './query.ts';
@@ -8,11 +8,30 @@ export function postgresKeys(query: Query): KeyStore {
   return {
     async createKey(key: NewApiKey): Promise<ApiKey> {
       const [row] = await query<ApiKeyRow>(
-        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-        [key.id, key.hash, key.prefix, key.environment, key.plan, key.perMinute, key.perDay, key.label, Date.now(), key.subjectId],
+        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id, tagged)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+        [
+          key.id,
+          key.hash,
+          key.prefix,
+          key.environment,
+          key.plan,
+          key.perMinute,
+          key.perDay,
+          key.label,
+          Date.now(),
+          key.subjectId,
+          key.tagged,
+        ],
       );
       return toApiKey(row!);
+    },
+
+    async untaggedKeyHashes(environment: Environment): Promise<string[]> {
+      const rows = await query<{ hash: string }>('SELECT hash FROM api_keys WHERE NOT tagged AND environment = $1 AND revoked_at IS NULL', [
+        environment,
+      ]);
+      return rows.map((r) => r.hash);
     },
 
     async findKeyByHash(hash: string): Promise<ApiKey | undefined> {

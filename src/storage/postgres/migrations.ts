@@ -1,18 +1,17 @@
 /**
- * PostgreSQL's schema migrations, under a transaction-scoped advisory lock so instances starting together
- * apply each once; DDL is transactional, so a failed version leaves no trace. Same versions and names as
- * sqlite/migrations.ts (a test compares them); append, never edit a released one.
+ * PostgreSQL's schema migrations, under a transaction-scoped advisory lock (migration-lock.ts) so instances
+ * starting together apply each once; DDL is transactional, so a failed version leaves no trace. Same versions
+ * and names as sqlite/migrations.ts (a test compares them); append, never edit a released one.
  */
 import type { Pool } from 'pg';
+import type { MigrationWait } from '../migration-wait.ts';
+import { beginHoldingMigrationLock } from './migration-lock.ts';
 
 export interface Migration {
   version: number;
   name: string;
   sql: string;
 }
-
-/** An arbitrary constant naming this service's migration lock. */
-const MIGRATION_LOCK = 7_316_482_105;
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
@@ -116,16 +115,23 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     // older release, which knows nothing of the column, still means itself. Keys are never deleted.
     sql: `ALTER TABLE api_keys ADD COLUMN subject_id text REFERENCES api_keys (id);`,
   },
+  {
+    version: 9,
+    name: 'key tags: which keys carry one, so that an instance knows at start the keys issued before tags',
+    // false for every key already there, and for a key written by an older release, which knows nothing
+    // of the column: neither carries a tag. A constant default rewrites no row.
+    sql: `ALTER TABLE api_keys ADD COLUMN tagged boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
-/** Applies what is missing, in one transaction whose statements are bounded by `timeoutMs` each. */
-export async function migrate(pool: Pool, timeoutMs: number): Promise<void> {
+/**
+ * Applies what is missing, in one transaction whose statements are bounded by `timeoutMs` each, once it
+ * holds the migration lock: while another session holds that, for up to `wait.waitMs`.
+ */
+export async function migrate(pool: Pool, timeoutMs: number, wait: MigrationWait): Promise<void> {
   const client = await pool.connect();
   try {
-    await client.query('BEGIN');
-    // Per transaction, not per session: a transaction pooler may hand the session to someone else.
-    await client.query(`SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`);
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await beginHoldingMigrationLock(client, timeoutMs, wait);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
     // Every version not recorded, in order, as on SQLite (where a renumbered database can lack one).

@@ -1,4 +1,4 @@
-/** Instance settings on PostgreSQL: the cursor secret every instance on this database shares. */
+/** Instance settings on PostgreSQL: the secret every instance on this database shares (cursors, key tags). */
 import type { Store } from '../store.ts';
 import type { Query } from './query.ts';
 

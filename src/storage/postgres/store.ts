@@ -4,6 +4,7 @@
  * a pooler that refuses statement_timeout as a startup parameter gets the pool opened again without it.
  */
 import pg from 'pg';
+import { DEFAULT_MIGRATION_WAIT_MS, type MigrationWait } from '../migration-wait.ts';
 import type { Store } from '../store.ts';
 import { postgresBans } from './bans.ts';
 import { postgresIdempotency } from './idempotency.ts';
@@ -21,6 +22,8 @@ export interface PostgresOptions {
   timeoutMs?: number;
   /** Told what was adapted to a transaction pooler in front of PostgreSQL. */
   log?: { info(message: string): void; warn(message: string): void };
+  /** How long opening waits for the migration lock another session holds (MIGRATION_LOCK_WAIT_MS, 300 s by default, as there). */
+  migrationWait?: MigrationWait;
 }
 
 /** A pooler's refusal of a startup parameter it does not pass on (PgBouncer: 08P01). */
@@ -40,6 +43,9 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       ...(serverTimeout ? { statement_timeout: timeoutMs } : {}),
       idleTimeoutMillis: 30_000,
       keepAlive: true,
+      // Names this service's sessions in pg_stat_activity: who holds the migration lock, say. Every
+      // pooler passes it on.
+      application_name: 'petstore',
     });
     // An idle client losing its connection must not crash the process; the pool replaces it.
     pool.on('error', () => undefined);
@@ -47,7 +53,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   };
   const migrated = async (pool: pg.Pool): Promise<pg.Pool> => {
     try {
-      await migrate(pool, timeoutMs);
+      await migrate(pool, timeoutMs, options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS });
       return pool;
     } catch (err) {
       // The first statement is where an unreachable server or a refused login shows: the pool is

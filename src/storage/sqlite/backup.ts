@@ -8,23 +8,32 @@
  * steady writes it may never finish.) While the snapshot is read, checkpoints cannot pass it, so the
  * WAL grows with the writes made meanwhile and is reused after the next checkpoint.
  *
- * The copy is written beside the target and renamed into place when complete (partial-files.ts).
+ * The copy is made no more readable than the database (file-owner.ts), records the environment the
+ * database belongs to (environment.ts), and gets its checksum beside it (checksum.ts). It is written
+ * beside the target and renamed into place when complete (partial-files.ts), after its checksum
+ * file, so that a file at the target always has its checksum beside it.
  */
-import { statSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { Environment } from '../../domain/api-key.ts';
+import { checksumPath, sha256Of, writeChecksum } from './checksum.ts';
 import { DatabaseSync, isBusy, type Database } from './driver.ts';
-import { openCurrent, fileAt } from './open-current.ts';
+import { environmentOf, recordEnvironment } from './environment.ts';
+import { fileAt, followLinks, sameFile } from './file-identity.ts';
+import { copyMode, groupOf, ownershipOf } from './file-owner.ts';
+import { openCurrent } from './open-current.ts';
 import { partialPath, removeStalePartials, removeWithSiblings, renameIntoPlace, SIBLINGS } from './partial-files.ts';
 import { schemaVersionOf, summarise, type DatabaseSummary } from './summary.ts';
 
 /** A target backup refuses, whatever --force says: the database, its -wal and -shm, a folder, a missing folder. */
 function refuseTarget(source: string, target: string, force: boolean): void {
-  const own = [source, ...SIBLINGS.map((suffix) => `${source}${suffix}`)];
-  if (own.includes(target) || (fileAt(target) !== undefined && fileAt(target) === fileAt(source))) {
-    throw new Error(`${target} is the database itself; back it up to another file`);
-  }
   const folder = dirname(target);
   if (!statSync(folder, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`${folder} is not an existing folder; create it first`);
+  const own = [source, ...SIBLINGS.map((suffix) => `${source}${suffix}`)];
+  const followed = followLinks(target);
+  if (own.some((file) => file === followed || sameFile(file, target))) {
+    throw new Error(`${target} is the database itself; back it up to another file`);
+  }
   const existing = statSync(target, { throwIfNoEntry: false });
   if (existing?.isDirectory()) throw new Error(`${target} is a folder; name a file in it`);
   if (existing && !force) throw new Error(`${target} exists; add --force to replace it`);
@@ -41,15 +50,43 @@ function openSource(source: string): Database {
   }
 }
 
-/** Copies the database at source to target (both resolved here); what the copy holds. */
-export function backupSqlite(sourcePath: string, targetPath: string, { force }: { force: boolean }): DatabaseSummary {
-  const source = resolve(sourcePath);
+/**
+ * An empty file at path that VACUUM INTO writes into (it accepts an empty file), keeping its mode:
+ * so the copy is no more readable than the database from its first byte. Its mode, for the checksum.
+ */
+function createPrivately(path: string, database: string): number {
+  const fd = openSync(path, 'wx', 0o600);
+  try {
+    const mode = copyMode(ownershipOf(database)!, groupOf(fd));
+    fchmodSync(fd, mode);
+    return mode;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export interface BackupSummary extends DatabaseSummary {
+  /** Where its checksum is (checksum.ts). */
+  checksumFile: string;
+}
+
+/**
+ * Copies the database at sourcePath to targetPath (both resolved here); what the copy holds. The copy
+ * records the environment the database belongs to, or `environment` (PETSTORE_ENV) when it tells none.
+ */
+export function backupSqlite(
+  sourcePath: string,
+  targetPath: string,
+  { force, environment }: { force: boolean; environment: Environment },
+): BackupSummary {
+  if (fileAt(sourcePath) === undefined) throw new Error(`there is no SQLite database at ${resolve(sourcePath)} to back up`);
+  const source = followLinks(sourcePath);
   const target = resolve(targetPath);
-  if (fileAt(source) === undefined) throw new Error(`there is no SQLite database at ${source} to back up`);
   refuseTarget(source, target, force);
   removeStalePartials(dirname(target));
   const partial = partialPath(target);
   try {
+    const mode = createPrivately(partial, source);
     const db = openSource(source);
     try {
       schemaVersionOf(db, source); // refuses a file that is not the service's
@@ -60,12 +97,14 @@ export function backupSqlite(sourcePath: string, targetPath: string, { force }: 
     const copy = new DatabaseSync(partial);
     let summary: DatabaseSummary;
     try {
+      recordEnvironment(copy, environmentOf(copy).environment ?? environment);
       summary = summarise(copy, partial);
     } finally {
       copy.close();
     }
+    writeChecksum(target, sha256Of(partial), mode);
     renameIntoPlace(partial, target);
-    return summary;
+    return { ...summary, checksumFile: checksumPath(target) };
   } catch (err) {
     removeWithSiblings(partial);
     throw err;

@@ -39,11 +39,11 @@ export function isBusy(err: unknown): boolean {
 
 /**
  * Runs work inside BEGIN IMMEDIATE ... COMMIT: the write lock is taken first (waiting up to
- * busy_timeout), so the transaction never has to upgrade a read to a write, which SQLite refuses at
- * once when another process wrote in between. A throw rolls everything back.
+ * busy_timeout, or as `begin` waits for it), so the transaction never has to upgrade a read to a write,
+ * which SQLite refuses at once when another process wrote in between. A throw rolls everything back.
  */
-export function inWriteTransaction<T>(db: Database, work: () => T): T {
-  db.exec('BEGIN IMMEDIATE');
+export function inWriteTransaction<T>(db: Database, work: () => T, begin = () => db.exec('BEGIN IMMEDIATE')): T {
+  begin();
   try {
     const result = work();
     db.exec('COMMIT');

@@ -11,6 +11,7 @@ import type { SqliteWriter } from './writer.ts';
 
 interface Pending {
   pet: NewPet;
+  /** By the monotonic clock (performance.now): a wall clock stepped meanwhile neither cuts nor stretches the wait. */
   deadline: number;
   resolve: (pet: Pet) => void;
   reject: (error: unknown) => void;
@@ -44,7 +45,7 @@ export class GroupCommit {
   add(pet: NewPet): Promise<Pet> {
     return new Promise((resolve, reject) => {
       if (this.#closed) return reject(new Error('The database is closed'));
-      this.#queue.push({ pet, deadline: Date.now() + this.#writer.lockWaitMs, resolve, reject });
+      this.#queue.push({ pet, deadline: performance.now() + this.#writer.lockWaitMs, resolve, reject });
       this.#schedule();
     });
   }
@@ -78,7 +79,7 @@ export class GroupCommit {
           if (batch !== undefined) return batch.forEach((p) => p.reject(error));
           // The lock never came: only the creates that waited their whole bound are refused. Any other
           // failure to begin (a file that cannot be opened, an I/O error) refuses them all at once.
-          const now = Date.now();
+          const now = performance.now();
           const lockHeld = error instanceof StorageUnavailableError && isLockReason(error.reason);
           const keep = (p: Pending) => lockHeld && !this.#closed && p.deadline > now;
           for (const p of this.#queue) if (!keep(p)) p.reject(error);

@@ -30,10 +30,10 @@ export function sqliteIdempotency(db: Database, writer: SqliteWriter, insertPet:
   const deleteExpiredClaims = exact(db.prepare('DELETE FROM idempotency_keys WHERE created_at <= ?'));
 
   return {
-    async claimIdempotencyKey({ keyId, idempotencyKey }, requestHash, nowMs, expiresAfterMs, staleAfterMs) {
+    async claimIdempotencyKey({ keyId, idempotencyKey }, requestHash, nowMs, expiredAtMs, staleAfterMs) {
       // Under the write lock (BEGIN IMMEDIATE): two processes cannot both claim a key.
       return writer.write((): IdempotencyClaim => {
-        deleteExpiredClaim.run(keyId, idempotencyKey, nowMs - expiresAfterMs);
+        deleteExpiredClaim.run(keyId, idempotencyKey, expiredAtMs);
         const token = newClaimToken();
         if (Number(insertClaim.run(keyId, idempotencyKey, requestHash, nowMs, token).changes) === 1) return { state: 'claimed', token };
         const found = claimOf(selectClaim.get(keyId, idempotencyKey) as unknown as ClaimRow, requestHash, nowMs, staleAfterMs);

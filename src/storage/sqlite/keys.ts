@@ -1,5 +1,5 @@
 /** API keys on SQLite, each statement prepared once. */
-import type { ApiKey } from '../../domain/api-key.ts';
+import type { ApiKey, Environment } from '../../domain/api-key.ts';
 import { toApiKey, type ApiKeyRow } from '../rows.ts';
 import type { KeyChanges, KeyStore, NewApiKey } from '../store.ts';
 import { exact, type Database } from './driver.ts';
@@ -7,10 +7,11 @@ import type { SqliteWriter } from './writer.ts';
 
 export function sqliteKeys(db: Database, writer: SqliteWriter): KeyStore {
   const insertKey = db.prepare(`INSERT INTO api_keys
-    (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id)
-    VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt, @subjectId)
+    (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, subject_id, tagged)
+    VALUES (@id, @hash, @prefix, @environment, @plan, @perMinute, @perDay, @label, @createdAt, @subjectId, @tagged)
     RETURNING *`);
   const selectKeyByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
+  const selectUntagged = db.prepare('SELECT hash FROM api_keys WHERE tagged = 0 AND environment = ? AND revoked_at IS NULL');
   const selectKeys = db.prepare('SELECT * FROM api_keys ORDER BY created_at, id');
   const selectKeyById = db.prepare('SELECT * FROM api_keys WHERE id = ?');
   const updateKeyRow = db.prepare(`UPDATE api_keys SET plan = @plan, per_minute = @perMinute, per_day = @perDay,
@@ -18,7 +19,12 @@ export function sqliteKeys(db: Database, writer: SqliteWriter): KeyStore {
   const revoke = exact(db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'));
   return {
     async createKey(key: NewApiKey): Promise<ApiKey> {
-      return toApiKey((await writer.write(() => insertKey.get({ ...key, createdAt: Date.now() }))) as unknown as ApiKeyRow);
+      const row = await writer.write(() => insertKey.get({ ...key, tagged: key.tagged ? 1 : 0, createdAt: Date.now() }));
+      return toApiKey(row as unknown as ApiKeyRow);
+    },
+
+    async untaggedKeyHashes(environment: Environment): Promise<string[]> {
+      return (selectUntagged.all(environment) as { hash: string }[]).map((r) => r.hash);
     },
 
     async findKeyByHash(hash: string): Promise<ApiKey | undefined> {

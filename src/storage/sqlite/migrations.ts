@@ -3,7 +3,9 @@
  * versions and names as postgres/migrations.ts (a step this engine does not need has no SQL, and its name says
  * so); append, never edit a released one.
  */
+import type { MigrationWait } from '../migration-wait.ts';
 import { inWriteTransaction, type Database } from './driver.ts';
+import { beginHoldingWriteLock } from './migration-lock.ts';
 
 export interface Migration {
   version: number;
@@ -112,6 +114,13 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     // older release, which knows nothing of the column, still means itself. Keys are never deleted.
     sql: `ALTER TABLE api_keys ADD COLUMN subject_id TEXT REFERENCES api_keys (id);`,
   },
+  {
+    version: 9,
+    name: 'key tags: which keys carry one, so that an instance knows at start the keys issued before tags',
+    // 0 for every key already there, and for a key written by an older release, which knows nothing of
+    // the column: neither carries a tag.
+    sql: `ALTER TABLE api_keys ADD COLUMN tagged INTEGER NOT NULL DEFAULT 0 CHECK (tagged IN (0, 1));`,
+  },
 ];
 
 /** Version 2's recorded name in databases numbered before SQLite took PostgreSQL's version 2. */
@@ -129,12 +138,13 @@ function renumberOldVersions(db: Database): void {
   for (const { version } of moved as { version: number }[]) move.run(version + 1, version);
 }
 
-export function migrate(db: Database): void {
-  // IMMEDIATE takes the write lock first (waiting up to busy_timeout), so two processes starting together
-  // on a new file cannot both apply a version. Creating the bookkeeping table inside it matters too: as a
-  // statement of its own it would read the schema and then upgrade to a write, and SQLite refuses such an
-  // upgrade at once, without waiting, when another process wrote in between ("database is locked").
-  inWriteTransaction(db, () => {
+/** Applies what is missing to the database in `file`, once it holds the write lock: for up to `wait.waitMs` while another process does. */
+export function migrate(db: Database, file: string, wait: MigrationWait): void {
+  // IMMEDIATE takes the write lock first, so two processes starting together on a new file cannot both
+  // apply a version. Creating the bookkeeping table inside it matters too: as a statement of its own it
+  // would read the schema and then upgrade to a write, and SQLite refuses such an upgrade at once,
+  // without waiting, when another process wrote in between ("database is locked").
+  const apply = () => {
     db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
     renumberOldVersions(db);
@@ -147,7 +157,8 @@ export function migrate(db: Database): void {
       if (m.sql) db.exec(m.sql);
       record.run(m.version, m.name, Date.now());
     }
-  });
+  };
+  inWriteTransaction(db, apply, () => beginHoldingWriteLock(db, file, wait));
 }
 
 export const LATEST_SQLITE_VERSION = SQLITE_MIGRATIONS[SQLITE_MIGRATIONS.length - 1]!.version;

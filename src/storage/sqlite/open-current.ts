@@ -9,13 +9,8 @@
  * Once the lock is taken the path cannot change (a restore needs that lock): a connection in WAL mode
  * keeps a shared lock on its file for as long as it is open, and restore's exclusive lock is refused.
  */
-import { statSync } from 'node:fs';
 import { DatabaseSync, isBusy, type Database } from './driver.ts';
-
-/** The file (inode) the path names now, or undefined when there is none. */
-export function fileAt(path: string): bigint | undefined {
-  return statSync(path, { bigint: true, throwIfNoEntry: false })?.ino;
-}
+import { fileAt } from './file-identity.ts';
 
 /** At start-up or in a command only: a short blocking pause, as nothing else runs on the thread yet. */
 function pause(ms: number): void {
@@ -28,7 +23,7 @@ function pause(ms: number): void {
  * waitMs has passed (0: once), then its SQLITE_BUSY is thrown. The connection's busy_timeout is 0.
  */
 export function openCurrent(path: string, lock: (db: Database) => void, waitMs: number): Database {
-  const deadline = Date.now() + waitMs;
+  const deadline = performance.now() + waitMs;
   for (;;) {
     const before = fileAt(path);
     const db = new DatabaseSync(path);
@@ -42,7 +37,7 @@ export function openCurrent(path: string, lock: (db: Database) => void, waitMs: 
           lock(db);
         } catch (err) {
           if (fileAt(path) !== opened) break;
-          if (!isBusy(err) || Date.now() >= deadline) throw err;
+          if (!isBusy(err) || performance.now() >= deadline) throw err;
           pause(20);
           continue;
         }

@@ -3,23 +3,35 @@
  * process has the database open.
  *
  * The backup is copied beside the database and checked there, so what is checked is what is put in
- * place: PRAGMA integrity_check, and a schema version this release knows (older ones are migrated by
- * the next start, as any database is). Then the old file is locked: an exclusive lock, which SQLite
- * grants only while no other connection has the file open, since a connection in WAL mode keeps a
- * shared lock on it for as long as it is open, idle or not (BEGIN EXCLUSIVE would not do: in WAL mode
- * it takes only the write lock, which an idle server does not hold). Leaving WAL mode under that lock
- * copies the old -wal into the old file and deletes it, so no stale -wal can be read as part of the
- * new file; its -shm is removed too. The checked copy is then renamed over the database, and the lock
- * released. A server that starts meanwhile waits, then opens the new file (open-current.ts).
+ * place: its SHA-256 against the checksum file beside the backup (checksum.ts; SQLite's own check
+ * does not see changed bytes inside a row), PRAGMA integrity_check, and a schema version this release
+ * knows (older ones are migrated by the next start, as any database is). Then the path is locked: an
+ * exclusive lock on the database file, which SQLite grants only while no other connection has the
+ * file open, since a connection in WAL mode keeps a shared lock on it for as long as it is open, idle
+ * or not (BEGIN EXCLUSIVE would not do: in WAL mode it takes only the write lock, which an idle
+ * server does not hold). Where there is no database yet, taking the lock makes an empty one, so that
+ * a server or a command that opens the path meanwhile waits for the lock too, and never writes a
+ * database of its own (and its -wal) where the backup is about to go. Leaving WAL mode under that
+ * lock copies the old -wal into the old file and deletes it, so no stale -wal can be read as part of
+ * the new file; its -shm is removed too. The checked copy, given the old file's mode and owner
+ * (file-owner.ts), is then renamed over the database, and the lock released. A process that opened
+ * the path meanwhile then opens the new file (open-current.ts).
  *
- * Pet ids are never reused, so the restored file goes on numbering after the highest id the replaced
- * database handed out, when that database could be read.
+ * A path that is a symbolic link is followed: the file it points to is replaced, the link stays.
+ * A backup of another environment than the database's is refused unless the operator names both
+ * (environment.ts). Pet ids are never reused, so the restored file goes on numbering after the
+ * highest id the replaced database handed out, when that database could be read.
  */
-import { constants, copyFileSync, rmSync, statSync } from 'node:fs';
+import { rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { Environment } from '../../domain/api-key.ts';
+import { checksumPath, copyHashing, readChecksum } from './checksum.ts';
 import { DatabaseSync, isBusy, type Database } from './driver.ts';
+import { environmentOf, recordEnvironment, type DatabaseEnvironment } from './environment.ts';
+import { fileAt, followLinks, sameFile } from './file-identity.ts';
+import { giveOwnership, newDatabaseOwnership, ownershipOf } from './file-owner.ts';
 import { LATEST_SQLITE_VERSION } from './migrations.ts';
-import { fileAt, openCurrent } from './open-current.ts';
+import { openCurrent } from './open-current.ts';
 import { partialPath, removeStalePartials, removeWithSiblings, renameIntoPlace, SIBLINGS } from './partial-files.ts';
 import { schemaVersionOf, summarise, type DatabaseSummary } from './summary.ts';
 
@@ -27,12 +39,32 @@ import { schemaVersionOf, summarise, type DatabaseSummary } from './summary.ts';
 function refuseBackup(backup: string, database: string): void {
   const found = statSync(backup, { throwIfNoEntry: false });
   if (!found?.isFile()) throw new Error(`there is no backup file at ${backup}`);
-  if (backup === database || fileAt(backup) === fileAt(database)) throw new Error(`${backup} is the database itself`);
+  if (backup === database || sameFile(backup, database)) throw new Error(`${backup} is the database itself`);
   if ((statSync(`${backup}-wal`, { throwIfNoEntry: false })?.size ?? 0) > 0) {
     const why = 'a database in use, or copied with its -wal';
     throw new Error(
       `${backup}-wal beside it may hold commits the file lacks (${why}): back it up with petstore backup and restore that copy`,
     );
+  }
+}
+
+/** The digest the backup's checksum file records; refused when there is none, unless restoring without it was asked for. */
+function expectedChecksum(backup: string, withoutChecksum: boolean): string | undefined {
+  const digest = readChecksum(backup);
+  if (digest === undefined && !withoutChecksum) {
+    throw new Error(
+      `${backup} has no checksum beside it (${checksumPath(backup)}), so a change to its bytes cannot be seen: ` +
+        'copy that file with it, or add --without-checksum to restore it unchecked',
+    );
+  }
+  return digest;
+}
+
+/** Refuses a copy whose bytes are not those the backup's checksum file records. */
+function refuseChanged(backup: string, digest: string, expected: string): void {
+  if (digest !== expected) {
+    const sums = `SHA-256 ${digest}, not the ${expected} that ${checksumPath(backup)} records`;
+    throw new Error(`${backup} changed after it was written (${sums}): restore another backup`);
   }
 }
 
@@ -73,6 +105,7 @@ function lockExclusively(db: Database): void {
   db.exec('COMMIT');
 }
 
+/** The database at path, locked (an empty one made there when there was none). */
 function lockDatabase(database: string): Database {
   try {
     return openCurrent(database, lockExclusively, 0);
@@ -96,14 +129,65 @@ function lastPetId(db: Database): bigint | undefined {
   }
 }
 
+/** True when the locked file holds no table: the empty database the lock made, or an empty file. */
+function holdsNothing(db: Database): boolean {
+  return (db.prepare('SELECT count(*) AS n FROM sqlite_schema').get() as { n: number }).n === 0;
+}
+
+type KnownEnvironment = DatabaseEnvironment & { environment: Environment };
+
+/** The environment of the database being replaced, or PETSTORE_ENV's when it tells none (or there is none). */
+function databaseEnvironment(held: Database, existed: boolean, configured: Environment): KnownEnvironment {
+  if (existed) {
+    try {
+      const { environment, basis } = environmentOf(held);
+      if (environment !== undefined) return { environment, basis };
+    } catch {
+      // not the service's database (no settings or api_keys table): it tells nothing
+    }
+  }
+  const why = existed ? 'it tells none itself' : 'there was no database';
+  return { environment: configured, basis: `PETSTORE_ENV, as ${why}` };
+}
+
+/** FROM:TO, the environments a restore across them is asked for by name (--across-environments). */
+export type Across = `${Environment}:${Environment}`;
+
 /**
- * Pet ids are never reused: ids the replaced database handed out after the backup was taken are not
- * handed out again, as the restored file's sequence is raised to the replaced one's. True when it was.
+ * Refuses a backup of one environment over a database of the other, unless `across` names both, in
+ * that order; and an `across` that does not describe this restore, as its author expected another.
  */
-function continuePetIds(path: string, replacedLast: bigint | undefined): boolean {
-  if (replacedLast === undefined) return false;
+function refuseAcross(
+  backup: string,
+  database: string,
+  from: DatabaseEnvironment,
+  into: KnownEnvironment,
+  across: Across | undefined,
+): void {
+  const crossing = from.environment !== undefined && from.environment !== into.environment;
+  const asked = `${from.environment}:${into.environment}`;
+  const of = `${backup} is a backup of ${from.environment ?? 'no known environment'} (${from.basis})`;
+  const what = `${of}; the database at ${database} is ${into.environment} (${into.basis})`;
+  if (crossing && across !== asked) {
+    const wrong = across === undefined ? '' : `, not ${across}`;
+    const refusal = `${into.environment} servers accept none of its ${from.environment} keys`;
+    throw new Error(`${what}: ${refusal}. To restore it anyway, add --across-environments ${asked}${wrong}`);
+  }
+  if (!crossing && across !== undefined)
+    throw new Error(`${what}: --across-environments ${across} does not describe this restore; run it without`);
+}
+
+/**
+ * Prepares the checked copy at path to replace a database: pet ids are never reused, so ids the
+ * replaced database handed out after the backup was taken are not handed out again (the sequence is
+ * raised to the replaced one's), and it records the environment it now belongs to. True when the
+ * sequence was raised.
+ */
+function finishCopy(path: string, replacedLast: bigint | undefined, environment: Environment): boolean {
   const db = new DatabaseSync(path);
   try {
+    recordEnvironment(db, environment);
+    if (replacedLast === undefined) return false;
     const own = lastPetId(db);
     if (own !== undefined && own >= replacedLast) return false;
     if (own === undefined) db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('pets', ?)").run(replacedLast);
@@ -114,31 +198,64 @@ function continuePetIds(path: string, replacedLast: bigint | undefined): boolean
   }
 }
 
+export interface RestoreOptions {
+  /** PETSTORE_ENV: the environment of a database that tells none, or of the path where there is none. */
+  environment: Environment;
+  /** The restore across environments the operator asked for by name. */
+  across?: Across;
+  /** Restore a backup that has no checksum file beside it. */
+  withoutChecksum?: boolean;
+}
+
 export interface RestoreSummary extends DatabaseSummary {
+  /** The file replaced: the path given, its links followed. */
+  database: string;
+  /** The environment the restored database belongs to now (recorded in it). */
+  restoredInto: Environment;
   /** The highest id the replaced database handed out, when the restored file now continues after it. */
   petIdsContinueAfter: bigint | undefined;
+  /** False when it was restored without a checksum to check (--without-checksum, and none was there). */
+  checksumChecked: boolean;
 }
 
 /** Replaces the database at databasePath with the backup at backupPath; what the restored file holds. */
-export function restoreSqlite(backupPath: string, databasePath: string): RestoreSummary {
+export function restoreSqlite(backupPath: string, databasePath: string, options: RestoreOptions): RestoreSummary {
   const backup = resolve(backupPath);
-  const database = resolve(databasePath);
+  const database = followLinks(databasePath);
   refuseBackup(backup, database);
+  const expected = expectedChecksum(backup, options.withoutChecksum === true);
   removeStalePartials(dirname(database));
   const partial = partialPath(database);
+  const existed = fileAt(database) !== undefined;
   let held: Database | undefined;
+  let madeEmpty: string | undefined; // the file the lock made, while it is at the path
   try {
-    copyFileSync(backup, partial, constants.COPYFILE_EXCL);
+    const digest = copyHashing(backup, partial);
+    if (expected !== undefined) refuseChanged(backup, digest, expected);
     const summary = check(partial, backup);
-    if (fileAt(database) !== undefined) held = lockDatabase(database);
-    const replacedLast = held && lastPetId(held);
-    const continued = continuePetIds(partial, replacedLast);
+    held = lockDatabase(database);
+    // Made by the lock (a file another process made meanwhile and closed again is that process's).
+    if (!existed && holdsNothing(held)) madeEmpty = fileAt(database);
+    const into = databaseEnvironment(held, madeEmpty === undefined, options.environment);
+    refuseAcross(backup, database, summary.environment, into, options.across);
+    const replacedLast = lastPetId(held);
+    const continued = finishCopy(partial, replacedLast, into.environment);
+    const ownership = madeEmpty !== undefined ? newDatabaseOwnership(dirname(database)) : ownershipOf(database)!;
+    giveOwnership(partial, ownership, `the database at ${database}`);
     // Nothing may be left beside the new file that belonged to the old one.
     for (const suffix of SIBLINGS) rmSync(`${database}${suffix}`, { force: true });
     renameIntoPlace(partial, database);
-    return { ...summary, petIdsContinueAfter: continued ? replacedLast : undefined };
+    return {
+      ...summary,
+      database,
+      restoredInto: into.environment,
+      petIdsContinueAfter: continued ? replacedLast : undefined,
+      checksumChecked: expected !== undefined,
+    };
   } catch (err) {
     removeWithSiblings(partial);
+    // The empty database the lock made goes too, while still locked: the path is left as it was.
+    if (madeEmpty !== undefined && fileAt(database) === madeEmpty) rmSync(database, { force: true });
     throw err;
   } finally {
     held?.close();

@@ -1,4 +1,4 @@
-/** Instance settings on SQLite: the cursor secret every process on this file shares. */
+/** Instance settings on SQLite: the secret every process on this file shares (cursors, key tags). */
 import type { Store } from '../store.ts';
 import type { Database } from './driver.ts';
 

@@ -4,7 +4,8 @@
  * another process's lock; storage faults are 503s (faults.ts), and readiness fails while writes do.
  */
 import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { DEFAULT_MIGRATION_WAIT_MS, type MigrationWait } from '../migration-wait.ts';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
 import { exact, type Database } from './driver.ts';
@@ -26,6 +27,8 @@ export interface SqliteOptions {
   lockWaitMs?: number;
   /** Hears when writes start failing and when they recover, once each. */
   log?: WriteLog;
+  /** How long opening waits for the write lock another process holds (MIGRATION_LOCK_WAIT_MS, 300 s by default, as there). */
+  migrationWait?: MigrationWait;
 }
 
 /**
@@ -41,12 +44,11 @@ function openInWalMode(path: string): Database {
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
   const db = openInWalMode(options.path);
-  // At start-up another process (the CLI, a second server) may hold the write lock briefly: waiting
-  // on the event loop is harmless before the server listens.
-  db.exec('PRAGMA busy_timeout = 5000');
   db.exec(`PRAGMA synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
-  migrate(db);
+  // Another process (the CLI, a second server) may hold the write lock: migrate waits for it on the
+  // event loop, which is harmless before the server listens (sqlite/migration-lock.ts).
+  migrate(db, resolve(options.path), options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS });
   // From here on a held lock refuses at once and writer.ts waits for it on a timer: a busy_timeout
   // would make SQLite sleep on the event loop (at start-up, above, that was harmless).
   db.exec('PRAGMA busy_timeout = 0');

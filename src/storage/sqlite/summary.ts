@@ -1,12 +1,15 @@
-/** What a backup or a restore reports it copied: pets, API keys, the schema version and the size. */
+/** What a backup, a restore or a verification reports a file holds: pets, API keys, environment, schema version, size. */
 import { statSync } from 'node:fs';
 import type { Database } from './driver.ts';
+import { environmentOf, type DatabaseEnvironment } from './environment.ts';
 
 export interface DatabaseSummary {
   pets: number;
   keys: number;
   /** The highest migration recorded (migrations.ts). */
   schemaVersion: number;
+  /** The environment the file belongs to, when it tells (environment.ts). */
+  environment: DatabaseEnvironment;
   bytes: number;
 }
 
@@ -21,5 +24,11 @@ export function schemaVersionOf(db: Database, path: string): number {
 /** The counts of a file made by backup or checked by restore, read through db. */
 export function summarise(db: Database, path: string): DatabaseSummary {
   const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
-  return { schemaVersion: schemaVersionOf(db, path), pets: count('pets'), keys: count('api_keys'), bytes: statSync(path).size };
+  return {
+    schemaVersion: schemaVersionOf(db, path),
+    pets: count('pets'),
+    keys: count('api_keys'),
+    environment: environmentOf(db),
+    bytes: statSync(path).size,
+  };
 }

@@ -14,6 +14,7 @@ const LONGEST_RETRY_MS = 50;
 
 interface Pending {
   work: () => unknown;
+  /** By the monotonic clock (performance.now): a wall clock stepped meanwhile neither cuts nor stretches the wait. */
   deadline: number;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -43,7 +44,7 @@ export class SqliteWriter {
   }
 
   /** Runs work in a write transaction once the lock is ours; resolves after COMMIT. */
-  write<T>(work: () => T, deadline = Date.now() + this.lockWaitMs): Promise<T> {
+  write<T>(work: () => T, deadline = performance.now() + this.lockWaitMs): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.#closed) return reject(new Error('The database is closed'));
       this.#queue.push({ work, deadline, resolve: resolve as (value: unknown) => void, reject });
@@ -132,7 +133,7 @@ export class SqliteWriter {
 
   /** Writes whose deadline passed while the lock was held are answered; the rest keep waiting. */
   #refuseOverdue(busy: unknown): void {
-    const now = Date.now();
+    const now = performance.now();
     const overdue = this.#queue.filter((p) => p.deadline <= now);
     if (overdue.length === 0) return;
     this.#queue = this.#queue.filter((p) => p.deadline > now);
