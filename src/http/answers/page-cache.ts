@@ -35,12 +35,12 @@ interface Entry<V> {
  * concatenation. A list page's key holds the cursor as sent (a slice of the request's URL), and a full
  * page has a Link; a pet's key is its id.
  */
-// Measured by bench/cache-entry-bytes.ts: heap + external bytes 1,024 more entries add after full GC, less those counted (391-395, 271-285)
-export const PAGE_ENTRY_OVERHEAD_BYTES = 400;
+// Measured by bench/cache-entry-bytes.ts: heap + external bytes 1,024 more entries add after full GC, less those counted (391-407, 259-285)
+export const PAGE_ENTRY_OVERHEAD_BYTES = 410;
 export const PET_ENTRY_OVERHEAD_BYTES = 290;
 /** What a Buffer holds besides its bytes: its two objects on the V8 heap, and outside it V8's record of it and the allocator's own. */
-// Measured by bench/cache-entry-bytes.ts: RSS 100,000 more Buffers of 300 to 8,000 bytes add, less their bytes (350-361; 212 on the heap).
-export const BUFFER_OVERHEAD_BYTES = 360;
+// Measured by bench/cache-entry-bytes.ts: RSS 100,000 more Buffers of 300 to 8,000 bytes add, less their bytes (333-364; 212 on the heap).
+export const BUFFER_OVERHEAD_BYTES = 370;
 
 /** A Buffer's whole backing memory, not the view: a slice of a larger buffer keeps all of it alive. */
 const bufferBytes = (bytes: Buffer) => bytes.buffer.byteLength + BUFFER_OVERHEAD_BYTES;

@@ -12,7 +12,7 @@ import { stringBytes } from '../../domain/string-bytes.ts';
 /** Bytes the texts, their ids and a Map slot each may hold in all. */
 const MAX_BYTES = 8 * 1024 * 1024;
 /** What an entry holds besides its id's and text's strings: its Map slot (at worst, a table just doubled). */
-// Measured by bench/cache-entry-bytes.ts: heap bytes 1,024 more pets add after a full GC, less their strings (55-57).
+// Measured by bench/cache-entry-bytes.ts: heap bytes 1,024 more pets add after a full GC, less their strings (42-57).
 export const PET_JSON_ENTRY_OVERHEAD_BYTES = 60;
 
 /** The texts come from SQLite as V8 strings of their own: stringBytes counts them as V8 holds them. */
