@@ -277,8 +277,9 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 0, maximum: 2 ** 40 }),
     default: 24 * 1024 * 1024,
     description:
-      'Bytes of memory (24 MiB) the full list pages kept serialised may hold, bodies and compressed forms counted ' +
-      '(0 turns the cache off); least recently used first out. See "Memory of the caches" in docs/decisions.md.',
+      'Bytes of memory (24 MiB) the full list pages kept serialised may hold, counted as the process holds them: bodies, ' +
+      "compressed forms and each entry's fixed bytes (0 turns the cache off); least recently used first out. " +
+      'See "Memory of the caches" in docs/decisions.md.',
     app: true,
   }),
   variable({
@@ -287,8 +288,8 @@ export const VARIABLES = [
     schema: Schema.Integer({ minimum: 0, maximum: 2 ** 40 }),
     default: 8 * 1024 * 1024,
     description:
-      'Bytes of memory (8 MiB) the pets found by id and kept serialised may hold (0 turns the cache off); ' +
-      'least recently used first out.',
+      'Bytes of memory (8 MiB) the pets found by id and kept serialised may hold, counted as the process holds them ' +
+      '(0 turns the cache off); least recently used first out.',
     app: true,
   }),
   variable({

@@ -10,7 +10,7 @@ import Negotiator from 'negotiator';
 export type Coding = 'br' | 'gzip' | 'identity';
 
 /**
- * Bodies shorter than this many characters are sent as they are. An answer's headers alone are about
+ * Bodies shorter than this many bytes are sent as they are. An answer's headers alone are about
  * 700 bytes, so below 1 KiB compression saves at most a few hundred bytes of what already fits one
  * packet, for a few microseconds of CPU; a 20-pet page (about 1.4 KB) is above it.
  */
@@ -44,8 +44,8 @@ export function chooseCoding(acceptEncoding: string | undefined): Coding {
  * The body in a content coding, in memory of its own size: node:zlib returns a view on its whole
  * output chunk (64 KiB), which a cached answer would otherwise keep alive for a few hundred bytes.
  */
-export function compress(body: string, coding: 'br' | 'gzip'): Buffer {
-  const bytes = Buffer.from(body);
+export function compress(body: string | Buffer, coding: 'br' | 'gzip'): Buffer {
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   const coded =
     coding === 'gzip'
       ? gzipSync(bytes, { level: GZIP_LEVEL })

@@ -30,24 +30,35 @@ interface Entry<V> {
 }
 
 /**
- * What an entry holds besides its texts and compressed bytes: the Map's slot, the entry, value and
- * `encoded` objects, string headers (about 455 bytes measured), and each Buffer's objects (about 160).
+ * What an entry holds besides the bytes counted for its texts and buffers: its Map slot (at worst, a
+ * table just doubled), the entry, value and `encoded` objects, and the structure of strings built by
+ * concatenation. A list page's key holds the cursor as sent (a slice of the request's URL), and a full
+ * page has a Link; a pet's key is its id.
  */
-export const ENTRY_OVERHEAD_BYTES = 480;
-export const BUFFER_OVERHEAD_BYTES = 200;
+// Measured by bench/cache-entry-bytes.ts: heap + external bytes 1,024 more entries add after full GC, less those counted (391-407, 259-285)
+export const PAGE_ENTRY_OVERHEAD_BYTES = 410;
+export const PET_ENTRY_OVERHEAD_BYTES = 290;
+/** What a Buffer holds besides its bytes: its two objects on the V8 heap, and outside it V8's record of it and the allocator's own. */
+// Measured by bench/cache-entry-bytes.ts: RSS 100,000 more Buffers of 300 to 8,000 bytes add, less their bytes (333-364; 212 on the heap).
+export const BUFFER_OVERHEAD_BYTES = 370;
 
-/** Bytes an entry holds: key, body, tag, Link, and each compressed form's whole backing memory. */
-function entryBytes(key: string, value: Kept): number {
-  let bytes = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(value.body) + value.etag.length;
+/** A Buffer's whole backing memory, not the view: a slice of a larger buffer keeps all of it alive. */
+const bufferBytes = (bytes: Buffer) => bytes.buffer.byteLength + BUFFER_OVERHEAD_BYTES;
+
+/** Bytes an entry holds: key, body (ASCII text, or UTF-8 bytes: keptBody), tag, Link, and each compressed form. */
+function entryBytes(key: string, value: Kept, overhead: number): number {
+  let bytes = overhead + stringBytes(key) + stringBytes(value.etag);
+  bytes += typeof value.body === 'string' ? stringBytes(value.body) : bufferBytes(value.body);
   if (value.link !== undefined) bytes += stringBytes(value.link);
-  // The backing ArrayBuffer, not the view: a slice of a larger buffer keeps all of it alive.
-  for (const coded of [value.encoded.br, value.encoded.gzip]) if (coded) bytes += coded.buffer.byteLength + BUFFER_OVERHEAD_BYTES;
+  for (const coded of [value.encoded.br, value.encoded.gzip]) if (coded) bytes += bufferBytes(coded);
   return bytes;
 }
 
 export interface PageCacheOptions {
   /** Bytes the entries may hold in all, as counted by entryBytes (0: keeps nothing). */
   maxBytes: number;
+  /** The fixed bytes of an entry of this cache: PAGE_ENTRY_OVERHEAD_BYTES or PET_ENTRY_OVERHEAD_BYTES. */
+  entryOverheadBytes: number;
   /** How long an entry is served after it was read; Infinity where entries are final. */
   ttlMs: number;
   now: () => number;
@@ -59,11 +70,13 @@ export class PageCache<V extends Kept = CachedPage> {
   #bytes = 0;
 
   readonly #maxBytes: number;
+  readonly #entryOverheadBytes: number;
   readonly #ttlMs: number;
   readonly #now: () => number;
 
-  constructor({ maxBytes, ttlMs, now }: PageCacheOptions) {
+  constructor({ maxBytes, entryOverheadBytes, ttlMs, now }: PageCacheOptions) {
     this.#maxBytes = maxBytes;
+    this.#entryOverheadBytes = entryOverheadBytes;
     this.#ttlMs = ttlMs;
     this.#now = now;
   }
@@ -98,7 +111,7 @@ export class PageCache<V extends Kept = CachedPage> {
     const nowMs = this.#now();
     if (this.#ttlMs !== Infinity) this.#dropExpired(nowMs);
     this.#delete(key);
-    const bytes = entryBytes(key, value);
+    const bytes = entryBytes(key, value, this.#entryOverheadBytes);
     if (bytes > this.#maxBytes) return;
     this.#pages.set(key, { value, bytes, expiresAtMs: nowMs + this.#ttlMs });
     this.#bytes += bytes;
@@ -112,7 +125,7 @@ export class PageCache<V extends Kept = CachedPage> {
   remeasure(key: string): void {
     const page = this.#pages.get(key);
     if (page === undefined) return;
-    const bytes = entryBytes(key, page.value);
+    const bytes = entryBytes(key, page.value, this.#entryOverheadBytes);
     this.#bytes += bytes - page.bytes;
     page.bytes = bytes;
     if (bytes > this.#maxBytes) this.#delete(key);

@@ -7,7 +7,7 @@ import { petJson } from '../../domain/pet-json.ts';
 import type { PetStore } from '../../storage/store.ts';
 import { ApiError } from '../contract/api-error.ts';
 import type { CacheName, WatchedCache } from '../../metrics.ts';
-import { PageCache } from '../answers/page-cache.ts';
+import { PageCache, PET_ENTRY_OVERHEAD_BYTES } from '../answers/page-cache.ts';
 import { representationOf, sendRepresentation, type Representation } from '../answers/representation.ts';
 import { COMMON_ERRORS, conditionalRequest, errors, json, notModified } from '../contract/responses.ts';
 import { PetIdParams } from '../contract/schemas.ts';
@@ -29,7 +29,7 @@ export const getPet: FastifyPluginAsyncTypebox<GetPetDeps> = async (app, { pets,
    * changes once created, so an answer once read is final on every engine; an id that was not found
    * is not kept, since the pet may be created a moment later (on another instance).
    */
-  const known = new PageCache<Representation>({ maxBytes: cacheBytes, ttlMs: Infinity, now });
+  const known = new PageCache<Representation>({ maxBytes: cacheBytes, entryOverheadBytes: PET_ENTRY_OVERHEAD_BYTES, ttlMs: Infinity, now });
   watchCache('pets', known);
   app.get(
     '/pets/:petId',

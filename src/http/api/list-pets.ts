@@ -7,8 +7,9 @@ import type { ListPetsQuery as PageQuery, PetPageJson, PetStore } from '../../st
 import { ApiError } from '../contract/api-error.ts';
 import type { CacheName, WatchedCache } from '../../metrics.ts';
 import { COMPRESSION_THRESHOLD } from '../answers/compression.ts';
-import { PageCache, type CachedPage } from '../answers/page-cache.ts';
-import { representationOf, sendRepresentation, type Representation } from '../answers/representation.ts';
+import { entityTag } from '../answers/conditional.ts';
+import { PAGE_ENTRY_OVERHEAD_BYTES, PageCache, type CachedPage } from '../answers/page-cache.ts';
+import { keptBody, representationOf, sendRepresentation, type Representation } from '../answers/representation.ts';
 import { COMMON_ERRORS, conditionalRequest, errors, json, notModified } from '../contract/responses.ts';
 import { ListPetsQuery } from '../contract/schemas.ts';
 
@@ -44,7 +45,12 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
     const cursor = cursors.encode({ afterId: lastId, status });
     return `<${publicBaseUrl}/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${cursor}>; rel="next"`;
   };
-  const finished = new PageCache({ maxBytes: pageCacheBytes, ttlMs: pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs, now });
+  const finished = new PageCache({
+    maxBytes: pageCacheBytes,
+    entryOverheadBytes: PAGE_ENTRY_OVERHEAD_BYTES,
+    ttlMs: pets.fullPagesAreFinal ? Infinity : pageCacheTtlMs,
+    now,
+  });
   watchCache('pages', finished);
   /**
    * The last pages read lately, kept for their compressed forms only: a last page is read fresh every
@@ -52,7 +58,12 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
    * is reused. Compressing a 100-pet last page on every request would add a quarter to half of what
    * the request costs (docs/decisions.md, Compression).
    */
-  const lastPages = new PageCache<Representation>({ maxBytes: LAST_PAGES_BYTES, ttlMs: Infinity, now });
+  const lastPages = new PageCache<Representation>({
+    maxBytes: LAST_PAGES_BYTES,
+    entryOverheadBytes: PAGE_ENTRY_OVERHEAD_BYTES,
+    ttlMs: Infinity,
+    now,
+  });
   watchCache('last_pages', lastPages);
   /**
    * Reads under way, by the same key as the cache: a request for a page already being read waits for
@@ -68,12 +79,13 @@ export const listPets: FastifyPluginAsyncTypebox<ListPetsDeps> = async (
     }
     return read;
   };
-  const lastPageAsRead = (key: string, body: string): Representation => {
-    const read = representationOf(body);
-    if (body.length < COMPRESSION_THRESHOLD) return read; // never compressed: nothing worth keeping
+  const lastPageAsRead = (key: string, text: string): Representation => {
+    // The tag first: a page kept unchanged is served as kept, its body never converted again.
+    const etag = entityTag(text);
     const kept = lastPages.get(key);
-    if (kept?.etag === read.etag) return kept;
-    lastPages.set(key, read);
+    if (kept?.etag === etag) return kept;
+    const read: Representation = { body: keptBody(text), etag, encoded: {} };
+    if (read.body.length >= COMPRESSION_THRESHOLD) lastPages.set(key, read); // smaller: never compressed, nothing worth keeping
     return read;
   };
   app.get(
