@@ -28,9 +28,9 @@ export class BoundedWallClock {
     this.#anchor = { wallMs: clock.now(), elapsedMs: clock.elapsed() };
   }
 
-  /** The wall clock as real time since the anchor carries it forward. */
+  /** The wall clock as real time since the anchor carries it forward, in whole milliseconds as the wall clock is. */
   #carried(): number {
-    return this.#anchor.wallMs + (this.#clock.elapsed() - this.#anchor.elapsedMs);
+    return this.#anchor.wallMs + Math.floor(this.#clock.elapsed() - this.#anchor.elapsedMs);
   }
 
   latest(): number {

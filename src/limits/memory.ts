@@ -36,6 +36,12 @@ function shownEnd(c: Counter, nowMs: number, elapsed: number): number {
 export interface MemoryLimiterOptions {
   /** Windows are named by its wall clock and last by its elapsed clock; the system's by default. */
   clock?: Clock;
+  /**
+   * Whether the windows' own clock is unknown, so its wall clock may be off from them (the Redis limiter's
+   * fallback before Redis ever answered). Then a window that admitted lasts until a whole window length
+   * after its last admission: whatever the offset, no window of the true clock sees more than the limit.
+   */
+  unanchored?: () => boolean;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
@@ -47,10 +53,12 @@ export class MemoryRateLimiter implements RateLimiter {
   /** Key: subject. The first mark of each subject's current period (see firstMark). */
   readonly #marks = new Map<string, { atElapsed: number; endsAtElapsed: number }>();
   readonly #clock: Clock;
+  readonly #unanchored: () => boolean;
   #nextSweepElapsed = 0;
 
   constructor(options: MemoryLimiterOptions = {}) {
     this.#clock = options.clock ?? systemClock;
+    this.#unanchored = options.unanchored ?? (() => false);
   }
 
   now(): number {
@@ -106,9 +114,12 @@ export class MemoryRateLimiter implements RateLimiter {
       if (c.count >= w.limit) allowed = false;
     }
     if (allowed && count) {
-      for (const c of counters) {
+      const unanchored = this.#unanchored();
+      for (let i = 0; i < counters.length; i++) {
+        const c = counters[i]!;
         c.count++;
         c.unshared++;
+        if (unanchored) c.endsAtElapsed = Math.max(c.endsAtElapsed, elapsed + limits[i]!.windowMs);
       }
     }
     return decisionOf(

@@ -168,7 +168,11 @@ export class RedisRateLimiter implements RateLimiter {
     this.#prefix = options.keyPrefix ?? 'petstore';
     this.#fakeClock = options.fakeClock;
     this.#local = options.clock ?? systemClock;
-    this.#fallback = new MemoryRateLimiter({ clock: { now: () => this.now(), elapsed: () => this.#elapsed() } });
+    this.#fallback = new MemoryRateLimiter({
+      clock: { now: () => this.now(), elapsed: () => this.#elapsed() },
+      // Until Redis first answers, this instance knows only its own clock, which may be off from Redis's.
+      unanchored: () => this.#redisClock === undefined && this.#fakeClock === undefined,
+    });
     this.#log = options.log;
     this.#metrics = options.metrics;
     this.#redis = connectRedis({

@@ -126,6 +126,21 @@ describe('the in-process limiter', () => {
     assert.equal(limiter.size, 0, 'close forgets counters and marks');
   });
 
+  test("unanchored (a Redis fallback that never heard Redis's clock): a window lasts a window length after its last admission, whatever the wall clock", () => {
+    const clock = new FakeClock(NOON + 50_000);
+    const limiter = new MemoryRateLimiter({ clock, unanchored: () => true });
+    const limits = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:u', limits, 2), 2);
+    clock.advance(9_000); // 12:00:59
+    assert.equal(admittedOf(limiter, 'key:u', limits, 5), 1);
+    clock.advance(2_000); // 12:01:01 by this clock, 2 s after the last admission
+    const refused = limiter.consumeNow('key:u', limits);
+    assert.equal(refused.allowed, false, 'its own minute turned, but the true clock may still be in the same one');
+    assert.equal(Math.ceil((refused.windows[0]!.resetAtMs - clock.now()) / 1000), 58, 'the reset told is the real one');
+    clock.advance(58_000);
+    assert.equal(admittedOf(limiter, 'key:u', limits, 5), 3, 'a window length after its last admission');
+  });
+
   test('observe takes counts from elsewhere as its own; current lists them', () => {
     const { limiter } = memoryLimiter(NOON + 5_000);
     const limits = limitsOf(60, 1_000);
