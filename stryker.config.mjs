@@ -29,7 +29,8 @@ const testFiles = [
 ];
 // The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
 // Redis of their own that they stall and restart).
-if (process.env.PETSTORE_TEST_REDIS_URL) testFiles.push('test/scale-out/quota-blocks.test.ts', 'test/scale-out/redis-faults.test.ts');
+if (process.env.PETSTORE_TEST_REDIS_URL)
+  testFiles.push('test/scale-out/quota-blocks.test.ts', 'test/scale-out/redis-faults.test.ts', 'test/scale-out/redis-limiter.test.ts');
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
