@@ -11,6 +11,7 @@ import { ENVIRONMENTS } from './domain/api-key.ts';
 import { proxyList, type ProxyTrust } from './domain/addresses.ts';
 import { ConfigError, derived, pair, readTable, variable, type AppFieldOf, type ConfigOf, type Env, Schema } from './config/variable.ts';
 
+import { DEFAULT_STATEMENT_TIMEOUT_MS, MIGRATION_MODES } from './storage/migration-mode.ts';
 import { DEFAULT_MIGRATION_WAIT_MS } from './storage/migration-wait.ts';
 import type { DatabaseTarget } from './storage/open.ts';
 
@@ -216,6 +217,29 @@ export const VARIABLES = [
       "process holds it (another instance applying migrations, an operator's session; on SQLite the write lock) before it " +
       'exits with a message naming the lock (300000: 5 minutes; 0: no wait). The wait is logged once. ' +
       'See "Migrations" in docs/operations.md.',
+    app: false,
+  }),
+  variable({
+    env: 'MIGRATIONS',
+    field: 'migrations',
+    schema: Schema.Enum(MIGRATION_MODES),
+    default: 'apply',
+    description:
+      'What `petstore serve` and the `keys` commands do with a database that lacks migrations of this release: `apply` them ' +
+      '(under the migration lock), or `refuse` to start, with exit status 1 and one line naming its version, the version needed ' +
+      'and `petstore migrate`, which applies them whatever this says. A database ahead of the release is opened either way. ' +
+      'See "Rollout order" in docs/operations.md.',
+    app: false,
+  }),
+  variable({
+    env: 'MIGRATION_STATEMENT_TIMEOUT_MS',
+    field: 'migrationStatementTimeoutMs',
+    schema: Schema.Integer({ minimum: 0, maximum: 86_400_000 }),
+    default: DEFAULT_STATEMENT_TIMEOUT_MS,
+    description:
+      "PostgreSQL: the bound on each migration statement, waiting for a table's lock included (300000: 5 minutes; 0: none), " +
+      "in place of the 2 s of the service's own statements; past it the migration is rolled back and the start or " +
+      '`petstore migrate` exits 1 naming this setting. SQLite has none: a migration holds the write lock and waits for nothing else.',
     app: false,
   }),
   variable({

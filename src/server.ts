@@ -54,6 +54,7 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
     synchronous: config.sqliteSynchronous,
     lockWaitMs: config.sqliteLockWaitMs,
     migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => logger.warn(message) },
+    migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
     traceSqlite: tracing?.traceSqlite,
     log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
   });

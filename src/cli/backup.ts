@@ -117,6 +117,10 @@ export async function restore(config: Config, file: string, { across, withoutChe
   }
   if (restored.schemaVersion < LATEST_SQLITE_VERSION) {
     const versions = `from schema version ${restored.schemaVersion} to ${LATEST_SQLITE_VERSION}`;
-    console.log(`The next start (of the server or any petstore command) migrates it ${versions}.`);
+    console.log(
+      config.migrations === 'refuse'
+        ? `Run petstore migrate to migrate it ${versions}: with MIGRATIONS=refuse, starts refuse it until then.`
+        : `The next start (of the server or any petstore command) migrates it ${versions}.`,
+    );
   }
 }

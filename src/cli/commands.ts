@@ -43,8 +43,8 @@ export const CONFIGURATION_DOC = 'docs/configuration.md';
 
 const CONFIGURATION =
   'Reads DATABASE_URL, PETSTORE_ENV and the rest of the configuration from the environment and from\n' +
-  `a .env file in the working directory (${CONFIGURATION_DOC} lists every variable), and migrates\n` +
-  'a new database.';
+  `a .env file in the working directory (${CONFIGURATION_DOC} lists every variable), and applies\n` +
+  'the migrations the database lacks first (with MIGRATIONS=refuse it refuses such a database).';
 
 export const COMMANDS: readonly CommandSpec[] = [
   {
@@ -63,8 +63,27 @@ export const COMMANDS: readonly CommandSpec[] = [
       'is reported and rate limits are counted in memory until it answers. The log is JSON lines on\n' +
       'standard output: the first after listening names the environment, storage, limiter, address\n' +
       'and docs page, and the last says what to do next (petstore keys create, then the docs page).\n\n' +
+      'It applies the migrations the database lacks before it listens; with MIGRATIONS=refuse it exits 1\n' +
+      'instead, naming the versions and petstore migrate, which applies them.\n\n' +
       'Under a supervisor, run this command itself (not through npx or a shell that stays in\n' +
       'between), so that its SIGTERM reaches the server: see docs/cli.md.',
+  },
+  {
+    name: 'migrate',
+    args: [],
+    synopsis: '',
+    summary: 'Apply the migrations the database lacks, then exit: once, before instances start.',
+    options: {},
+    notes:
+      'Opens the database DATABASE_URL names (SQLite or PostgreSQL), waits for the migration lock while\n' +
+      'another process holds it (up to MIGRATION_LOCK_WAIT_MS, said once on standard error), applies\n' +
+      'in one transaction what this release has and the database lacks, and prints one line: the\n' +
+      'versions it went from and to, or that the database was already current. It applies them\n' +
+      'whatever MIGRATIONS says: with MIGRATIONS=refuse on the instances, it is the one command that\n' +
+      'changes the schema. On PostgreSQL each migration statement is bounded by\n' +
+      "MIGRATION_STATEMENT_TIMEOUT_MS (5 minutes; 0: none), not by the 2 s of the service's own\n" +
+      'statements. A migration that fails applies nothing, and the command exits 1 naming it:\n' +
+      'see docs/operations.md, "Rollout order".',
   },
   {
     name: 'keys create',
@@ -196,7 +215,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "SQLite's integrity check, or its schema is newer than this release's; and when FILE is of the\n" +
       'other environment than the database (the one recorded in it, or that of its API keys, or\n' +
       'PETSTORE_ENV when neither tells or there is no database). An older schema is migrated by the\n' +
-      'next start.\n\n' +
+      'next start, or by petstore migrate where MIGRATIONS=refuse.\n\n' +
       'The database is locked before anything is replaced, also where there is none yet, so a server\n' +
       'or command that opens it meanwhile waits, then opens the restored file. A database path that is\n' +
       'a symbolic link is followed: the file it leads to is replaced, the link stays. The restored file\n' +
@@ -253,7 +272,7 @@ export function groupHelp(group: string): string {
 
 export function mainHelp(): string {
   return [
-    'petstore: the pet adoption service, its API keys and its backups.',
+    'petstore: the pet adoption service, its schema, its API keys and its backups.',
     `Usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}`).join('\n')}\n  petstore --version`,
     'petstore COMMAND --help (or petstore help COMMAND) shows what a command does and its options.\n' +
       'Configuration comes from environment variables and a .env file: PORT, HOST, DATABASE_URL,\n' +

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
- * The operator's command line: `petstore serve`, `petstore keys create|list|rotate|plan|expire|revoke|unban`,
- * and `petstore backup|restore FILE` (`petstore backup --verify FILE` checks a backup).
- * Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...) and applies migrations
- * itself when the database is new.
+ * The operator's command line: `petstore serve`, `petstore migrate`, `petstore keys
+ * create|list|rotate|plan|expire|revoke|unban`, and `petstore backup|restore FILE` (`petstore backup --verify
+ * FILE` checks a backup). Reads the same environment as the server (DATABASE_URL, PETSTORE_ENV, ...); the
+ * `keys` commands apply missing migrations as a start does, or refuse the database with MIGRATIONS=refuse.
  *
  * A key is created in well under a second because each command loads only what it uses: this file
  * imports nothing heavier than the command table; the configuration, the storage engine that
@@ -16,6 +16,8 @@
 import { parseArgs } from 'node:util';
 import type * as ConfigModule from '../config.ts';
 import type { Config, ConfigError } from '../config.ts';
+import type { MigrationOptions, MigrationOutcome } from '../storage/migration-mode.ts';
+import type { OpenOptions } from '../storage/open.ts';
 import type { Store } from '../storage/store.ts';
 import { packageVersion } from '../version.ts';
 import { COMMANDS, commandHelp, GROUPS, groupHelp, mainHelp, type CommandSpec } from './commands.ts';
@@ -144,19 +146,52 @@ async function readConfig(
   }
 }
 
-async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
-  const { openStore } = await import('../storage/open.ts');
-  const store = await openStore(config.database, {
+/** How a command opens the database: waits said on stderr, so that what the command prints stays its output. */
+function openOptions(config: Config, migrations: MigrationOptions): OpenOptions {
+  return {
     synchronous: config.sqliteSynchronous,
     lockWaitMs: config.sqliteLockWaitMs,
     // On stderr, so that the key `keys create` prints stays its output's last line.
     migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => console.error(`petstore: ${printable(message)}`) },
-  });
+    migrations,
+  };
+}
+
+/** The store, opened as MIGRATIONS says: a `keys` command migrates the database, or refuses one that is behind. */
+async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
+  const { openStore } = await import('../storage/open.ts');
+  const store = await openStore(
+    config.database,
+    openOptions(config, { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs }),
+  );
   try {
     return await work(store);
   } finally {
     await store.close();
   }
+}
+
+/** `petstore migrate`: applies what is missing whatever MIGRATIONS says (it is the command that setting points to). */
+async function migrate(): Promise<void> {
+  const config = await readConfig();
+  const [{ openStore, describeDatabase }, { outcomeLine }] = await Promise.all([
+    import('../storage/open.ts'),
+    import('../storage/migration-mode.ts'),
+  ]);
+  const started = performance.now();
+  let outcome: MigrationOutcome | undefined;
+  const store = await openStore(
+    config.database,
+    openOptions(config, {
+      mode: 'apply',
+      statementTimeoutMs: config.migrationStatementTimeoutMs,
+      onOutcome: (o) => (outcome = o),
+    }),
+  );
+  await store.close();
+  const ms = performance.now() - started;
+  const seconds = ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+  say(outcomeLine(describeDatabase(config.database), outcome!, seconds));
 }
 
 /** A line of prose: the IDs in it come from storage or the command line, so it is escaped (printable.ts). */
@@ -284,6 +319,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const [group, action] = found.spec.name.split(' ');
   if (group === 'serve') return serve(parsed);
+  if (group === 'migrate') return migrate();
   if (group === 'backup' || group === 'restore') return backupOrRestore(group, parsed);
   return keys(action!, parsed);
 }

@@ -6,12 +6,15 @@
  * never its password: a SQLite file whose folder does not exist (a typo would otherwise silently
  * start an empty database elsewhere), or a PostgreSQL server that cannot be reached or refuses us. A
  * migration lock that another process holds past MIGRATION_LOCK_WAIT_MS stops it with a line naming the
- * lock, the wait and the setting (migration-wait.ts).
+ * lock, the wait and the setting (migration-wait.ts); a database behind this release under
+ * MIGRATIONS=refuse, or a migration that fails, with a line naming the database and its versions
+ * (migration-mode.ts).
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../config/variable.ts';
 import { withoutPassword } from '../domain/redaction.ts';
+import { MigrationError, type MigrationOptions } from './migration-mode.ts';
 import { MigrationLockTimeoutError, type MigrationWait } from './migration-wait.ts';
 import type { PostgresOptions } from './postgres/store.ts';
 import type { SqliteOptions } from './sqlite/store.ts';
@@ -32,6 +35,8 @@ export interface OpenOptions {
    * while it migrates (PostgreSQL's advisory lock, SQLite's write lock).
    */
   migrationWait: MigrationWait;
+  /** MIGRATIONS and MIGRATION_STATEMENT_TIMEOUT_MS: apply what is missing, or refuse a database behind this release. */
+  migrations: MigrationOptions;
   /** Given by the server with tracing on: wraps a SQLite store so its calls become spans. */
   traceSqlite?: (store: Store) => Store;
   /** Hears what the PostgreSQL store adapts to a transaction pooler, and SQLite writes failing and recovering. */
@@ -67,19 +72,25 @@ export function describePostgres(url: string): string {
   return `PostgreSQL at ${parsed.host || 'localhost'}, database ${database}`;
 }
 
+/** The database a target names, in messages: the SQLite file's absolute path, or where PostgreSQL is. */
+export function describeDatabase(target: DatabaseTarget): string {
+  return target.engine === 'sqlite' ? `the SQLite file ${resolve(target.path)}` : describePostgres(target.url);
+}
+
 /** The store a target names; PostgreSQL's driver is traced by its own instrumentation. */
 export async function openStore(
   target: DatabaseTarget,
-  { synchronous, lockWaitMs, migrationWait, traceSqlite = (s) => s, log }: OpenOptions,
+  { synchronous, lockWaitMs, migrationWait, migrations, traceSqlite = (s) => s, log }: OpenOptions,
 ): Promise<Store> {
   if (target.engine === 'sqlite') {
     prepareSqliteFolder(target.path, target.createFolder === true);
     const { openSqliteStore } = await import('./sqlite/store.ts');
     try {
-      return traceSqlite(openSqliteStore({ path: target.path, synchronous, lockWaitMs, log, migrationWait }));
+      return traceSqlite(openSqliteStore({ path: target.path, synchronous, lockWaitMs, log, migrationWait, migrations }));
     } catch (err) {
       // The database can be used, only not yet: the message names the file, the lock and the setting.
       if (err instanceof MigrationLockTimeoutError) throw err;
+      if (err instanceof MigrationError) throw err.naming(describeDatabase(target));
       throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
         cause: err,
       });
@@ -87,8 +98,9 @@ export async function openStore(
   }
   const { openPostgresStore } = await import('./postgres/store.ts');
   try {
-    return await openPostgresStore({ url: target.url, log, migrationWait });
+    return await openPostgresStore({ url: target.url, log, migrationWait, migrations });
   } catch (err) {
+    if (err instanceof MigrationError) throw err.naming(describeDatabase(target));
     if (err instanceof MigrationLockTimeoutError) {
       throw new MigrationLockTimeoutError(`${describePostgres(target.url)}: ${err.message}`, { cause: err });
     }

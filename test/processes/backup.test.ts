@@ -401,8 +401,8 @@ describe('backup under load, and restore', () => {
     assert.equal(petsInFile(box.db).size, SEEDED);
   });
 
-  test('restore puts an older schema in place of no database at all, and the next start migrates it', async (t) => {
-    const dir = tempDir(t);
+  /** An earlier release's backup in `dir`, one version behind, holding one pet, with a checksum sha256sum wrote. */
+  function olderBackup(dir: string): string {
     const older = join(dir, 'older.db');
     const db = new DatabaseSync(older);
     db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
@@ -412,9 +412,14 @@ describe('backup under load, and restore', () => {
     }
     db.exec("INSERT INTO pets (name, category_id, status) VALUES ('old timer', 3, 'sold')");
     db.close();
+    sha256sum(older);
+    return older;
+  }
 
+  test('restore puts an older schema in place of no database at all, and the next start migrates it', async (t) => {
+    const dir = tempDir(t);
+    const older = olderBackup(dir);
     const env = { DATABASE_URL: `sqlite:${join(dir, 'fresh.db')}` };
-    sha256sum(older); // an earlier release's backup, with a checksum sha256sum wrote
     const restore = await ok(['restore', older], env);
     const previous = LATEST_SQLITE_VERSION - 1;
     const holds = `1 pet and 0 API keys of no known environment \\(schema version ${previous}, [\\d.]+ kB\\)`;
@@ -434,6 +439,23 @@ describe('backup under load, and restore', () => {
     const migrated = new DatabaseSync(join(dir, 'fresh.db'), { readOnly: true });
     assert.deepEqual({ ...migrated.prepare('SELECT max(version) AS v FROM schema_migrations').get() }, { v: LATEST_SQLITE_VERSION });
     migrated.close();
+  });
+
+  test('with MIGRATIONS=refuse, restoring an older schema says to run petstore migrate, and starts refuse it until then', async (t) => {
+    const dir = tempDir(t);
+    const older = olderBackup(dir);
+    const fresh = join(dir, 'fresh.db');
+    const env = { DATABASE_URL: `sqlite:${fresh}`, MIGRATIONS: 'refuse' };
+    const restore = await ok(['restore', older], env);
+    const previous = LATEST_SQLITE_VERSION - 1;
+    const versions = `from schema version ${previous} to ${LATEST_SQLITE_VERSION}`;
+    assert.match(
+      restore.stdout,
+      new RegExp(`\\nRun petstore migrate to migrate it ${versions}: with MIGRATIONS=refuse, starts refuse it until then\\.\\n$`),
+    );
+    await refused(['keys', 'list'], env, new RegExp(`^petstore: the SQLite file ${fresh} is at schema version ${previous}; `));
+    await ok(['migrate'], env);
+    assert.match((await ok(['keys', 'list'], env)).stdout, /^No API keys\./);
   });
 
   test('a server that starts while a restore holds the old file opens the file renamed into place', async (t) => {

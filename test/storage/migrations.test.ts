@@ -5,15 +5,17 @@
  * keeps its pets, keys and bans, and replays a finished idempotency key from the pet its stored
  * response named, with an id above 2^53 kept exact. Opening PostgreSQL while another session holds the
  * migration lock waits for it, also through PgBouncer (the PgBouncer pass runs this file again), up to
- * its bound (processes/migration-wait.test.ts: the same through `petstore serve` and `keys`, and on SQLite).
+ * its bound (processes/migration-wait.test.ts: the same through `petstore serve` and `keys`, and on SQLite);
+ * a migration whose DDL waits for a table lock waits past the 2 s bound of the service's statements, up to
+ * its own (processes/migrate.test.ts: the same through `petstore migrate`).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { Pet } from '../../src/domain/pet.ts';
-import { CLAIM_STALE_MS, IdempotentCreates, requestHash } from '../../src/services/idempotent-creates.ts';
+import { CLAIM_STALE_MS, IdempotentCreates } from '../../src/services/idempotent-creates.ts';
+import { DEFAULT_MIGRATIONS, MigrationError, type MigrationOutcome } from '../../src/storage/migration-mode.ts';
 import { MigrationLockTimeoutError } from '../../src/storage/migration-wait.ts';
 import { MIGRATION_LOCK } from '../../src/storage/postgres/migration-lock.ts';
 import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.ts';
@@ -24,43 +26,10 @@ import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { createTestDatabase, openTestPostgresStore, requirePostgres, withPostgres } from '../support/engines.ts';
 import { FakeClock } from '../support/fake-clock.ts';
-import { holdMigrationLock, type LockHolder } from '../support/lock-holders.ts';
+import { holdMigrationLock, holdTableLock, type LockHolder } from '../support/lock-holders.ts';
+import { BIG, HOUR, NOW, oldPostgresDatabase, oldSqliteDatabase, SMALL } from '../support/old-databases.ts';
 import { atEnd, tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
-
-const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
-const HOUR = 3_600_000;
-
-/** The pet whose create was stored as a finished response: its id is above 2^53, so a double would round it. */
-const BIG: Pet = { id: 9007199254740993n, name: 'Big', categoryId: 9223372036854775807n, status: 'available' };
-const BIG_BODY = '{"id":9007199254740993,"name":"Big","categoryId":9223372036854775807,"status":"available"}';
-const SMALL: Pet = { id: 7n, name: 'Small', categoryId: 1n, status: 'sold' };
-
-/** The names the previous release recorded, in its own numbering on each engine. */
-const OLD_NAMES = {
-  base: 'pets, api keys, bans and instance settings',
-  createTokens: 'create tokens, to undo creates whose outcome was lost with the connection',
-  expiry: 'key expiry, for rotation with a grace period and for keys that end on a date',
-  idempotency: 'idempotency keys: the first response of a create, replayed for 24 hours',
-  index: 'idempotency keys by age, for purging expired ones',
-};
-
-/**
- * The idempotency rows of the old shape: a finished create of BIG, a request still creating, and a
- * finished create whose pet is gone (deleted by hand), which can no longer be replayed.
- */
-const OLD_CLAIMS = [
-  { key: 'finished', hash: requestHash(BIG), createdAt: NOW - HOUR, status: 201, body: BIG_BODY, location: `/v1/pets/${BIG.id}` },
-  { key: 'unfinished', hash: requestHash(SMALL), createdAt: NOW - 1000, status: null, body: null, location: null },
-  {
-    key: 'orphaned',
-    hash: 'x',
-    createdAt: NOW - HOUR,
-    status: 201,
-    body: '{"id":99,"name":"Gone","categoryId":1,"status":"sold"}',
-    location: '/v1/pets/99',
-  },
-];
 
 /** What a database upgraded from the old shape must hold, whatever the engine. */
 async function assertUpgraded(store: Store): Promise<void> {
@@ -108,57 +77,6 @@ describe('migration lists', () => {
 });
 
 describe('SQLite: a database of the previous release', () => {
-  /** The previous release's schema, versions 1 to `upTo` in its numbering (1 base, 2 expiry, 3 and 4 idempotency). */
-  function oldSqliteDatabase(path: string, upTo: number): void {
-    const db = new DatabaseSync(path);
-    try {
-      db.exec('PRAGMA journal_mode = WAL');
-      db.exec(`
-        CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
-        CREATE TABLE pets (
-          id          INTEGER PRIMARY KEY AUTOINCREMENT,
-          name        TEXT    NOT NULL,
-          category_id INTEGER NOT NULL,
-          status      TEXT    NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
-        );
-        CREATE INDEX pets_status_id ON pets (status, id);
-        CREATE TABLE api_keys (
-          id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL, environment TEXT NOT NULL, plan TEXT NOT NULL,
-          per_minute INTEGER NOT NULL, per_day INTEGER NOT NULL, label TEXT, created_at INTEGER NOT NULL, revoked_at INTEGER
-        );
-        CREATE TABLE bans (key_id TEXT PRIMARY KEY REFERENCES api_keys (id), banned_until INTEGER NOT NULL, created_at INTEGER NOT NULL);
-        CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-        INSERT INTO settings (name, value) VALUES ('cursor_secret', 'old-secret');
-      `);
-      const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
-      record.run(1, OLD_NAMES.base, 1001);
-      const pet = db.prepare('INSERT INTO pets (id, name, category_id, status) VALUES (?, ?, ?, ?)');
-      pet.setReadBigInts(true); // run() reports the inserted rowid, above 2^53 here
-      for (const p of [SMALL, BIG]) pet.run(p.id, p.name, p.categoryId, p.status);
-      db.prepare(
-        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at)
-        VALUES ('key_old', 'old-hash', 'pet_live_old', 'production', 'free', 60, 1000, NULL, 1)`,
-      ).run();
-      db.prepare('INSERT INTO bans (key_id, banned_until, created_at) VALUES (?, ?, ?)').run('key_old', NOW + HOUR, NOW);
-      if (upTo < 2) return;
-      db.exec('ALTER TABLE api_keys ADD COLUMN expires_at INTEGER');
-      db.prepare('UPDATE api_keys SET expires_at = ?').run(NOW + 30 * 24 * HOUR);
-      record.run(2, OLD_NAMES.expiry, 1002);
-      if (upTo < 3) return;
-      db.exec(`CREATE TABLE idempotency_keys (
-        key_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, request_hash TEXT NOT NULL, created_at INTEGER NOT NULL,
-        status INTEGER, body TEXT, location TEXT, PRIMARY KEY (key_id, idempotency_key))`);
-      const claim = db.prepare('INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?, ?)');
-      for (const c of OLD_CLAIMS) claim.run('key_old', c.key, c.hash, c.createdAt, c.status, c.body, c.location);
-      record.run(3, OLD_NAMES.idempotency, 1003);
-      if (upTo < 4) return;
-      db.exec('CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)');
-      record.run(4, OLD_NAMES.index, 1004);
-    } finally {
-      db.close();
-    }
-  }
-
   function recorded(path: string): { version: number; name: string; applied_at: number }[] {
     const db = new DatabaseSync(path, { readOnly: true });
     try {
@@ -231,63 +149,10 @@ describe('PostgreSQL: a database of the previous release', () => {
   test('at version 5: upgraded, stored responses become pet ids, and the finished key replays its pet', async (t) => {
     if (!requirePostgres(t, 'the PostgreSQL upgrade from version 5')) return;
     const database = await createTestDatabase(t);
+    await oldPostgresDatabase(database.url);
     const client = new pg.Client({ connectionString: database.url });
     await client.connect();
     try {
-      await client.query(`
-        CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL);
-        CREATE TABLE pets (
-          id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-          name        text   NOT NULL,
-          category_id bigint NOT NULL,
-          status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
-          create_token text
-        );
-        CREATE INDEX pets_status_id ON pets (status, id);
-        CREATE TABLE api_keys (
-          id text PRIMARY KEY, hash text NOT NULL UNIQUE, prefix text NOT NULL, environment text NOT NULL, plan text NOT NULL,
-          per_minute integer NOT NULL, per_day integer NOT NULL, label text, created_at bigint NOT NULL, revoked_at bigint,
-          expires_at bigint
-        );
-        CREATE TABLE bans (key_id text PRIMARY KEY REFERENCES api_keys (id), banned_until bigint NOT NULL, created_at bigint NOT NULL);
-        CREATE TABLE settings (name text PRIMARY KEY, value text NOT NULL);
-        INSERT INTO settings (name, value) VALUES ('cursor_secret', 'old-secret');
-        CREATE TABLE idempotency_keys (
-          key_id text NOT NULL, idempotency_key text NOT NULL, request_hash text NOT NULL, created_at bigint NOT NULL,
-          status integer, body text, location text, PRIMARY KEY (key_id, idempotency_key)
-        );
-        CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
-      `);
-      const names = [OLD_NAMES.base, OLD_NAMES.createTokens, OLD_NAMES.expiry, OLD_NAMES.idempotency, OLD_NAMES.index];
-      for (const [i, name] of names.entries()) {
-        await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [i + 1, name, 1001 + i]);
-      }
-      for (const p of [SMALL, BIG]) {
-        await client.query('INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)', [
-          p.id.toString(),
-          p.name,
-          p.categoryId.toString(),
-          p.status,
-        ]);
-      }
-      await client.query(
-        `INSERT INTO api_keys (id, hash, prefix, environment, plan, per_minute, per_day, label, created_at, expires_at)
-        VALUES ('key_old', 'old-hash', 'pet_live_old', 'production', 'free', 60, 1000, NULL, 1, $1)`,
-        [NOW + 30 * 24 * HOUR],
-      );
-      await client.query('INSERT INTO bans VALUES ($1, $2, $3)', ['key_old', NOW + HOUR, NOW]);
-      for (const c of OLD_CLAIMS) {
-        await client.query('INSERT INTO idempotency_keys VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-          'key_old',
-          c.key,
-          c.hash,
-          c.createdAt,
-          c.status,
-          c.body,
-          c.location,
-        ]);
-      }
-
       const store = await openTestPostgresStore(database.url);
       try {
         const { rows } = await client.query('SELECT version, name, applied_at FROM schema_migrations ORDER BY version');
@@ -388,5 +253,52 @@ describe('PostgreSQL: opening while another session holds the migration lock', (
     await held.release();
     const { rows } = await withPostgres(database.url, (c) => c.query("SELECT to_regclass('schema_migrations') AS t"));
     assert.equal(rows[0].t, null, 'nothing applied');
+  });
+});
+
+describe('PostgreSQL: a migration that waits for a table lock', () => {
+  test('waits past the 2 s bound of the service statements without failing, also through PgBouncer', async (t) => {
+    if (!requirePostgres(t, 'a PostgreSQL migration waiting for a table lock')) return;
+    const database = await createTestDatabase(t);
+    await oldPostgresDatabase(database.url);
+    // Migration 6 alters idempotency_keys, which a long read holds.
+    const reading = await holdTableLock(t, database.url, 'idempotency_keys');
+    const outcomes: MigrationOutcome[] = [];
+    const opening = openPostgresStore({
+      url: database.url,
+      poolSize: 2,
+      migrations: { ...DEFAULT_MIGRATIONS, onOutcome: (o) => outcomes.push(o) },
+    });
+    let settled = false;
+    void opening
+      .then(
+        (store) => atEnd(t, () => store.close()),
+        () => undefined, // the await below reports it
+      )
+      .finally(() => (settled = true));
+    await sleep(3000);
+    assert.equal(settled, false, 'still waiting for the table');
+    await reading.release();
+    await opening;
+    assert.deepEqual(outcomes, [{ from: 5, to: 9, latest: 9, applied: [6, 7, 8, 9] }]);
+  });
+
+  test('past its own bound, gives up with an error naming the migration and the setting; nothing is applied', async (t) => {
+    if (!requirePostgres(t, 'a PostgreSQL migration past MIGRATION_STATEMENT_TIMEOUT_MS')) return;
+    const database = await createTestDatabase(t);
+    await oldPostgresDatabase(database.url);
+    const reading = await holdTableLock(t, database.url, 'idempotency_keys');
+    const opening = openPostgresStore({ url: database.url, poolSize: 2, migrations: { mode: 'apply', statementTimeoutMs: 500 } });
+    await assert.rejects(opening, (err: Error) => {
+      assert.ok(err instanceof MigrationError, String(err));
+      assert.match(
+        err.message,
+        /^the database: migration 6 \(.*\) failed: .* past MIGRATION_STATEMENT_TIMEOUT_MS=500, .* stays at version 5$/,
+      );
+      return true;
+    });
+    await reading.release();
+    const { rows } = await withPostgres(database.url, (c) => c.query('SELECT max(version) AS v FROM schema_migrations'));
+    assert.equal(rows[0].v, 5);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Another process holding the lock a start migrates under, until the test releases it: PostgreSQL's
  * migration lock (an advisory lock) held by a session of the test's own, and a SQLite file's write lock
- * held by a child process. Each is released at its owner's end if the test has not released it.
+ * held by a child process; and a PostgreSQL table lock, which a migration's statements wait for once it
+ * holds the migration lock. Each is released at its owner's end if the test has not released it.
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
@@ -68,5 +69,25 @@ export async function holdSqliteWriteLock(owner: Owner, file: string): Promise<L
     holder.stdout.once('data', () => resolve());
     holder.once('exit', (code) => reject(new Error(`the lock holder exited with ${code} before holding the lock`)));
   });
+  return { release };
+}
+
+/**
+ * A lock on a table of the PostgreSQL database at url, held in an open transaction of a session of its own
+ * (`LOCK TABLE ... IN ACCESS SHARE MODE` is what any long SELECT holds): a migration's ALTER TABLE waits
+ * for it, as it would for a report still reading the table.
+ */
+export async function holdTableLock(owner: Owner, url: string, table: string, mode = 'ACCESS SHARE'): Promise<LockHolder> {
+  const client = new pg.Client({ connectionString: url, application_name: 'lock-holder' });
+  await client.connect();
+  let released: Promise<void> | undefined;
+  const release = () =>
+    (released ??= (async () => {
+      await client.query('COMMIT');
+      await client.end();
+    })());
+  atEnd(owner, release);
+  await client.query('BEGIN');
+  await client.query(`LOCK TABLE ${table} IN ${mode} MODE`);
   return { release };
 }

@@ -61,6 +61,8 @@ test('an empty environment gives the defaults', () => {
     sqliteSynchronous: 'normal',
     sqliteLockWaitMs: 2000,
     migrationLockWaitMs: 300_000,
+    migrations: 'apply',
+    migrationStatementTimeoutMs: 300_000,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
     docsPerMinute: 300,
@@ -106,6 +108,8 @@ test('values are read as given', () => {
     LOG_LEVEL: 'silent',
     SQLITE_SYNCHRONOUS: 'full',
     MIGRATION_LOCK_WAIT_MS: '0',
+    MIGRATIONS: 'refuse',
+    MIGRATION_STATEMENT_TIMEOUT_MS: '0',
     BAN_DURATION_SECONDS: '2592000',
     METRICS_PORT: '9464',
     CORS_ORIGINS: ' https://app.example.com , http://localhost:3000',
@@ -117,6 +121,7 @@ test('values are read as given', () => {
   assert.equal(config.redisUrl, 'rediss://cache.internal:6380');
   assert.deepEqual([config.environment, config.logLevel, config.sqliteSynchronous], ['staging', 'silent', 'full']);
   assert.equal(config.migrationLockWaitMs, 0);
+  assert.deepEqual([config.migrations, config.migrationStatementTimeoutMs], ['refuse', 0]);
   assert.equal(config.banDurationSeconds, 30 * 86_400);
   assert.equal(config.metricsPort, 9464);
   assert.deepEqual(config.corsOrigins, ['https://app.example.com', 'http://localhost:3000']);
@@ -156,7 +161,7 @@ test('every enum variable refuses other words, listing what it accepts', () => {
   const enums = VARIABLES.filter((v) => 'enum' in v.schema);
   assert.deepEqual(
     enums.map((v) => v.names[0]),
-    ['PETSTORE_ENV', 'LOG_LEVEL', 'SQLITE_SYNCHRONOUS'],
+    ['PETSTORE_ENV', 'LOG_LEVEL', 'SQLITE_SYNCHRONOUS', 'MIGRATIONS'],
   );
   for (const v of enums) refuses({ [v.names[0]!]: 'Loud' }, v.names[0]!, /must be one of [a-z, ]+, got "Loud"$/);
   assert.equal(

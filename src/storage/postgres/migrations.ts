@@ -3,7 +3,16 @@
  * starting together apply each once; DDL is transactional, so a failed version leaves no trace. Same versions
  * and names as sqlite/migrations.ts (a test compares them); append, never edit a released one.
  */
+import type pg from 'pg';
 import type { Pool } from 'pg';
+import {
+  migrationFailed,
+  missingOf,
+  SchemaBehindError,
+  STATEMENT_TIMEOUT_SETTING,
+  type MigrationOptions,
+  type MigrationOutcome,
+} from '../migration-mode.ts';
 import type { MigrationWait } from '../migration-wait.ts';
 import { beginHoldingMigrationLock } from './migration-lock.ts';
 
@@ -124,25 +133,65 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
+/** setTimeout's longest delay: a migration statement has no bound of the client's (the server's statement_timeout bounds it). */
+const NO_CLIENT_BOUND_MS = 2 ** 31 - 1;
+
+/** The versions the database records; none when it has no bookkeeping table yet. */
+async function recordedVersions(client: pg.ClientBase): Promise<Set<number>> {
+  const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  if (!table[0]!.present) return new Set();
+  const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
+  return new Set(rows.map((r) => r.version));
+}
+
+/** PostgreSQL's words for a statement its statement_timeout ended (SQLSTATE 57014 is any cancel). */
+function endedByStatementTimeout(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return e.code === '57014' && /statement timeout/.test(e.message ?? '');
+}
+
 /**
- * Applies what is missing, in one transaction whose statements are bounded by `timeoutMs` each, once it
- * holds the migration lock: while another session holds that, for up to `wait.waitMs`.
+ * Applies what is missing (MIGRATIONS=apply), or refuses a database that lacks any (refuse), in one
+ * transaction once it holds the migration lock: while another session holds that, for up to
+ * `wait.waitMs`, each try's statements bounded by `timeoutMs`. The migrations' own statements are
+ * bounded by `migrations.statementTimeoutMs` each instead (0: none): a DDL statement may wait for a table
+ * lock, or build an index, far longer than a request's statement may take.
  */
-export async function migrate(pool: Pool, timeoutMs: number, wait: MigrationWait): Promise<void> {
+export async function migrate(pool: Pool, timeoutMs: number, wait: MigrationWait, migrations: MigrationOptions): Promise<MigrationOutcome> {
   const client = await pool.connect();
   try {
     await beginHoldingMigrationLock(client, timeoutMs, wait);
-    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
     // Every version not recorded, in order, as on SQLite (where a renumbered database can lack one).
-    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
-    const applied = new Set(rows.map((r) => r.version));
+    const recorded = await recordedVersions(client);
+    const { from, missing } = missingOf(
+      recorded,
+      POSTGRES_MIGRATIONS.map((m) => m.version),
+    );
+    if (missing.length > 0 && migrations.mode === 'refuse') throw new SchemaBehindError(from, LATEST_POSTGRES_VERSION, missing);
+    if (missing.length > 0) {
+      await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+      // Per transaction, as the lock's tries set theirs: a transaction pooler may hand the session on.
+      await client.query(`SET LOCAL statement_timeout = ${Math.trunc(migrations.statementTimeoutMs)}`);
+    }
     for (const m of POSTGRES_MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      await client.query(m.sql);
+      if (recorded.has(m.version)) continue;
+      try {
+        // node-postgres reads a query's own query_timeout over the pool's; its types do not list it.
+        await client.query({ text: m.sql, query_timeout: NO_CLIENT_BOUND_MS } as pg.QueryConfig);
+      } catch (err) {
+        const reason = endedByStatementTimeout(err)
+          ? `a statement ran (or waited for a lock) past ${STATEMENT_TIMEOUT_SETTING}=${migrations.statementTimeoutMs}, ` +
+            'the bound on each migration statement: raise it (0: no bound), or end what holds its table'
+          : (err as Error).message;
+        throw migrationFailed(m.version, m.name, from, reason, err);
+      }
       await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
     }
     await client.query('COMMIT');
+    const outcome = { from, to: Math.max(from, ...missing), latest: LATEST_POSTGRES_VERSION, applied: missing };
+    migrations.onOutcome?.(outcome);
+    return outcome;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;

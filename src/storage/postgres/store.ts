@@ -4,6 +4,7 @@
  * a pooler that refuses statement_timeout as a startup parameter gets the pool opened again without it.
  */
 import pg from 'pg';
+import { DEFAULT_MIGRATIONS, type MigrationOptions } from '../migration-mode.ts';
 import { DEFAULT_MIGRATION_WAIT_MS, type MigrationWait } from '../migration-wait.ts';
 import type { Store } from '../store.ts';
 import { postgresBans } from './bans.ts';
@@ -24,6 +25,11 @@ export interface PostgresOptions {
   log?: { info(message: string): void; warn(message: string): void };
   /** How long opening waits for the migration lock another session holds (MIGRATION_LOCK_WAIT_MS, 300 s by default, as there). */
   migrationWait?: MigrationWait;
+  /**
+   * Whether opening applies missing migrations or refuses the database, and the bound on their statements
+   * (MIGRATIONS, MIGRATION_STATEMENT_TIMEOUT_MS; apply and 5 minutes by default, as there).
+   */
+  migrations?: MigrationOptions;
 }
 
 /** A pooler's refusal of a startup parameter it does not pass on (PgBouncer: 08P01). */
@@ -53,7 +59,8 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   };
   const migrated = async (pool: pg.Pool): Promise<pg.Pool> => {
     try {
-      await migrate(pool, timeoutMs, options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS });
+      const wait = options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS };
+      await migrate(pool, timeoutMs, wait, options.migrations ?? DEFAULT_MIGRATIONS);
       return pool;
     } catch (err) {
       // The first statement is where an unreachable server or a refused login shows: the pool is

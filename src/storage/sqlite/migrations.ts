@@ -3,6 +3,7 @@
  * versions and names as postgres/migrations.ts (a step this engine does not need has no SQL, and its name says
  * so); append, never edit a released one.
  */
+import { migrationFailed, missingOf, SchemaBehindError, type MigrationOptions, type MigrationOutcome } from '../migration-mode.ts';
 import type { MigrationWait } from '../migration-wait.ts';
 import { inWriteTransaction, type Database } from './driver.ts';
 import { beginHoldingWriteLock } from './migration-lock.ts';
@@ -138,27 +139,53 @@ function renumberOldVersions(db: Database): void {
   for (const { version } of moved as { version: number }[]) move.run(version + 1, version);
 }
 
-/** Applies what is missing to the database in `file`, once it holds the write lock: for up to `wait.waitMs` while another process does. */
-export function migrate(db: Database, file: string, wait: MigrationWait): void {
+/** The versions the database records; none when it has no bookkeeping table yet. */
+function recordedVersions(db: Database): Set<number> {
+  const table = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'").get();
+  if (table === undefined) return new Set();
+  renumberOldVersions(db);
+  return new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
+}
+
+/**
+ * Applies what is missing to the database in `file` (MIGRATIONS=apply), or refuses a database that lacks
+ * any (refuse), once it holds the write lock: for up to `wait.waitMs` while another process does. A
+ * refusal rolls back, renumbering included: it writes nothing. No statement of a migration has a bound
+ * of its own: with the write lock held, none waits for another process.
+ */
+export function migrate(db: Database, file: string, wait: MigrationWait, migrations: MigrationOptions): MigrationOutcome {
   // IMMEDIATE takes the write lock first, so two processes starting together on a new file cannot both
   // apply a version. Creating the bookkeeping table inside it matters too: as a statement of its own it
   // would read the schema and then upgrade to a write, and SQLite refuses such an upgrade at once,
   // without waiting, when another process wrote in between ("database is locked").
-  const apply = () => {
-    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-    renumberOldVersions(db);
+  const apply = (): MigrationOutcome => {
     // Every version not recorded, in order (not only those above the highest): a renumbered database
     // lacks version 2 below versions it has.
-    const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
+    const recorded = recordedVersions(db);
+    const { from, missing } = missingOf(
+      recorded,
+      SQLITE_MIGRATIONS.map((m) => m.version),
+    );
+    if (missing.length > 0 && migrations.mode === 'refuse') throw new SchemaBehindError(from, LATEST_SQLITE_VERSION, missing);
+    if (missing.length > 0) {
+      db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+    }
     const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
     for (const m of SQLITE_MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      if (m.sql) db.exec(m.sql);
+      if (recorded.has(m.version)) continue;
+      try {
+        if (m.sql) db.exec(m.sql);
+      } catch (err) {
+        throw migrationFailed(m.version, m.name, from, (err as Error).message, err);
+      }
       record.run(m.version, m.name, Date.now());
     }
+    return { from, to: Math.max(from, ...missing), latest: LATEST_SQLITE_VERSION, applied: missing };
   };
-  inWriteTransaction(db, apply, () => beginHoldingWriteLock(db, file, wait));
+  const outcome = inWriteTransaction(db, apply, () => beginHoldingWriteLock(db, file, wait));
+  migrations.onOutcome?.(outcome);
+  return outcome;
 }
 
 export const LATEST_SQLITE_VERSION = SQLITE_MIGRATIONS[SQLITE_MIGRATIONS.length - 1]!.version;

@@ -5,7 +5,7 @@
  * The backup is copied beside the database and checked there, so what is checked is what is put in
  * place: its SHA-256 against the checksum file beside the backup (checksum.ts; SQLite's own check
  * does not see changed bytes inside a row), PRAGMA integrity_check, and a schema version this release
- * knows (older ones are migrated by the next start, as any database is). Then the path is locked: an
+ * knows (older ones are migrated as any database is: by the next start, or by petstore migrate). Then the path is locked: an
  * exclusive lock on the database file, which SQLite grants only while no other connection has the
  * file open, since a connection in WAL mode keeps a shared lock on it for as long as it is open, idle
  * or not (BEGIN EXCLUSIVE would not do: in WAL mode it takes only the write lock, which an idle

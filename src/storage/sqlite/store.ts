@@ -5,6 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { DEFAULT_MIGRATIONS, type MigrationOptions } from '../migration-mode.ts';
 import { DEFAULT_MIGRATION_WAIT_MS, type MigrationWait } from '../migration-wait.ts';
 import type { Store } from '../store.ts';
 import { sqliteBans } from './bans.ts';
@@ -29,6 +30,8 @@ export interface SqliteOptions {
   log?: WriteLog;
   /** How long opening waits for the write lock another process holds (MIGRATION_LOCK_WAIT_MS, 300 s by default, as there). */
   migrationWait?: MigrationWait;
+  /** Whether opening applies missing migrations or refuses the database (MIGRATIONS; apply by default, as there). */
+  migrations?: MigrationOptions;
 }
 
 /**
@@ -48,7 +51,13 @@ export function openSqliteStore(options: SqliteOptions): Store {
   db.exec('PRAGMA foreign_keys = ON');
   // Another process (the CLI, a second server) may hold the write lock: migrate waits for it on the
   // event loop, which is harmless before the server listens (sqlite/migration-lock.ts).
-  migrate(db, resolve(options.path), options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS });
+  try {
+    const wait = options.migrationWait ?? { waitMs: DEFAULT_MIGRATION_WAIT_MS };
+    migrate(db, resolve(options.path), wait, options.migrations ?? DEFAULT_MIGRATIONS);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   // From here on a held lock refuses at once and writer.ts waits for it on a timer: a busy_timeout
   // would make SQLite sleep on the event loop (at start-up, above, that was harmless).
   db.exec('PRAGMA busy_timeout = 0');

@@ -75,10 +75,11 @@ export function verifyBackup(path: string): Verification {
   }
   if (summary !== undefined) {
     const release = `this release's is ${LATEST_SQLITE_VERSION}`;
+    const older = 'an older one is migrated by petstore migrate, or the next start unless MIGRATIONS=refuse';
     findings.push(
       summary.schemaVersion > LATEST_SQLITE_VERSION
         ? { check: 'schema', ok: false, says: `version ${summary.schemaVersion}, NEWER than this release can restore (${release})` }
-        : { check: 'schema', ok: true, says: `version ${summary.schemaVersion} (${release}; an older one is migrated at the next start)` },
+        : { check: 'schema', ok: true, says: `version ${summary.schemaVersion} (${release}; ${older})` },
       { check: 'environment', ok: true, says: `${summary.environment.environment ?? 'not known'} (${summary.environment.basis})` },
     );
   }
