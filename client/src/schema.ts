@@ -55,10 +55,7 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        /**
-         * @description Availability status.
-         * @enum {string}
-         */
+        /** @enum {string} */
         PetStatus: "available" | "pending" | "sold";
         /**
          * @description An animal available for adoption. Later 1.x versions may add fields: ignore those you do not know.
@@ -82,6 +79,7 @@ export interface components {
              * @description Identifier of the category the animal belongs to. An integer from 1 to 9223372036854775807, written as a plain JSON number. Values above 2^53 - 1 (9007199254740991) occur: a JSON reader that turns numbers into IEEE 754 doubles (JavaScript's JSON.parse, for one) silently rounds them, so read this field as a 64-bit integer (BigInt, int64, long).
              */
             categoryId: number;
+            /** @description Availability status. */
             status: components["schemas"]["PetStatus"];
         };
         /**

@@ -214,15 +214,24 @@ describe('Idempotency-Key', () => {
     );
   });
 
-  test('a malformed Idempotency-Key is a 400 that stores nothing', async () => {
+  test('a malformed Idempotency-Key is a 400 that says what a key is, and stores nothing', async () => {
     const before = await count(server);
-    for (const bad of ['x'.repeat(256), 'has space', '""', '"unterminated', '"bad \\ escape"']) {
+    const FORM = 'must be visible ASCII characters without spaces, or a double-quoted string';
+    for (const [bad, problem] of [
+      ['x'.repeat(256), 'must be 1 to 255 characters long'],
+      ['has space', FORM],
+      ['""', FORM],
+      ['"unterminated', FORM],
+      ['"bad \\ escape"', FORM],
+    ] as const) {
       const res = await call(server, 'POST', '/v1/pets', {
         key,
         body: { name: 'Bad key', categoryId: 1 },
         headers: { 'idempotency-key': bad },
       });
-      errorOf(res, 400, 'invalid_request');
+      const err = errorOf(res, 400, 'invalid_request');
+      assert.deepEqual(err.details, [{ field: 'idempotency-key', problem }], bad);
+      assert.equal(err.message, `Invalid header: idempotency-key ${problem}`);
     }
     assert.equal(await count(server), before);
   });

@@ -265,4 +265,23 @@ describe('OpenAPI document', () => {
     const limit = doc.paths['/pets'].get.parameters.find((p: any) => p.name === 'limit');
     assert.match(limit.description, /20 when omitted/);
   });
+
+  test("names no file of the service's repository: the docs page shows its text to readers who cannot open one", () => {
+    const texts: string[] = [];
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) return node.forEach(walk);
+      if (node === null || typeof node !== 'object') return;
+      for (const [key, value] of Object.entries(node)) {
+        if ((key === 'description' || key === 'summary') && typeof value === 'string') texts.push(value);
+        else walk(value);
+      }
+    };
+    walk(doc);
+    assert.ok(texts.length > 50, `${texts.length} texts`);
+    const REPOSITORY_PATH = /\b(?:docs|src|test|scripts|examples|client|deploy)\/[\w-]+|\b[\w-]+\.(?:md|ts|mjs)\b/;
+    assert.deepEqual(
+      texts.filter((t) => REPOSITORY_PATH.test(t)),
+      [],
+    );
+  });
 });

@@ -170,7 +170,15 @@ export async function call(
   return { status: res.status, headers: res.headers, text, json };
 }
 
-/** Asserts the spec's Error shape and returns the body. */
+/**
+ * The schema validator's (Ajv's) own messages, which name its keywords ("must NOT have fewer than 1
+ * characters", "must match pattern" and the expression, "must be >= 1", "must be string"): a client is
+ * told its problems in the service's words instead.
+ */
+export const VALIDATOR_WORDING =
+  /must NOT|must match|must be (?:string|integer|number|object|array|boolean)\b|must be [<>]|must be equal to|must be multiple of|must have (?:required )?propert|must contain/;
+
+/** Asserts the spec's Error shape, worded by the service (never by its schema validator), and returns the body. */
 export function errorOf(res: { status: number; headers: Headers; json: any }, status: number, code: string) {
   if (res.status !== status) throw new Error(`expected ${status} ${code}, got ${res.status}: ${JSON.stringify(res.json)}`);
   if (!res.headers.get('content-type')?.startsWith('application/json')) throw new Error('error without JSON content type');
@@ -178,6 +186,8 @@ export function errorOf(res: { status: number; headers: Headers; json: any }, st
   if (!body || body.code !== code || body.status !== status || typeof body.message !== 'string' || !body.message) {
     throw new Error(`bad error body: ${JSON.stringify(body)}`);
   }
+  const words = [body.message, ...((body.details ?? []) as { problem: string }[]).map((d) => d.problem)];
+  if (words.some((w) => VALIDATOR_WORDING.test(w))) throw new Error(`the schema validator's own wording: ${JSON.stringify(body)}`);
   return body;
 }
 

@@ -85,7 +85,7 @@ export const createPet: FastifyPluginAsyncTypebox<CreatePetDeps> = async (app, {
       if (problem) throw invalid('name', problem);
       // The schema checked the shape with a rounded number; the exact value comes from the raw text.
       const categoryId = exactTopLevelIntegers(request.jsonText!).get('categoryId');
-      if (categoryId === undefined) throw invalid('categoryId', 'must be integer');
+      if (categoryId === undefined) throw invalid('categoryId', POSITIVE_INT64_PROBLEM);
       if (!isPositiveInt64(categoryId)) throw invalid('categoryId', POSITIVE_INT64_PROBLEM);
       const pet: NewPetValue = { name: body.name, categoryId, status: body.status ?? DEFAULT_PET_STATUS };
 

@@ -62,7 +62,8 @@ const DESCRIPTION = [
     `that keeps sending after 429s is banned for a while. [How limits and bans work](${RATE_LIMITS_ANCHOR}).`,
     '- **Errors**: always JSON `{code, message, status}`; act on the HTTP status when a `code` is new to you.',
     `- **Large ids**: \`id\`, \`categoryId\` and \`petId\` are int64, up to ${INT64_MAX}. JavaScript's \`JSON.parse\``,
-    'rounds integers above 2^53 - 1: read them as BigInt (recipes per client: docs/api-document.md).',
+    "rounds integers above 2^53 - 1: read them as BigInt from the number's own digits (the `context.source` that",
+    '`JSON.parse` passes its reviver) and write a BigInt as its digits (`JSON.rawJSON`).',
     '- **Other methods**: `HEAD` wherever `GET` is (headers only); `OPTIONS` answers 204 with `Allow`, no key',
     'needed; any other method is a 405. This document is `GET /v1/openapi.json`, no key needed.',
   ]
@@ -158,6 +159,7 @@ export async function registerOpenApi(app: FastifyInstance, apiPrefix: string): 
     transformObject: (documentObject) => {
       const doc = (documentObject as { openapiObject: Document }).openapiObject;
       restoreRefDescriptions(doc);
+      leaveFilterOut(doc);
       shareHeadersAndResponses(doc);
       shareParameters(doc);
       completePaths(doc);
@@ -209,7 +211,8 @@ const headerRefs = (keys: readonly HeaderKey[]): Record<string, Json> =>
 
 /**
  * @fastify/swagger keeps nothing beside a `$ref` (OpenAPI 3.0 forbade it); 3.1 allows a description
- * there, and the one on NewPet.status (the default) and on the `status` filter tell a client something.
+ * there, and PetStatus has none of its own: Pet.status, NewPet.status (the default) and the `status`
+ * filter each say what the status means where it is.
  */
 function restoreRefDescriptions(doc: Document): void {
   const described = (properties: Record<string, Json>) =>
@@ -225,6 +228,22 @@ function restoreRefDescriptions(doc: Document): void {
     for (const parameter of operation.parameters ?? []) {
       const filter = parameter.in === 'query' ? filters.get(String(parameter.name)) : undefined;
       if (filter && parameter.description === undefined) parameter.description = filter.description;
+    }
+  }
+}
+
+/**
+ * The `status` filter's one example is no value: leave it out, for pets of every status. A renderer
+ * that fills a parameter from its examples, and failing that from its enum's first value (the docs
+ * page's console and request samples do), would otherwise send `status=available` with the first
+ * request and list the available pets only.
+ */
+function leaveFilterOut(doc: Document): void {
+  for (const operation of operations(doc)) {
+    for (const parameter of operation.parameters ?? []) {
+      if (parameter.in === 'query' && parameter.name === 'status') {
+        parameter.examples = { available: { summary: 'Only the pets available for adoption.', value: 'available', 'x-disabled': true } };
+      }
     }
   }
 }

@@ -53,6 +53,17 @@ const List = <T extends TSchema>(items: T, options: Options = {}): TArray<T> =>
 /** A schema written as it is, typed as T. */
 const Unsafe = <T>(schema: Options): TUnsafe<T> => schema as unknown as TUnsafe<T>;
 
+/** A name is not only white space. */
+const NOT_ONLY_WHITE_SPACE = '\\S';
+/** An Idempotency-Key: a Structured Field string, or the same text unquoted. */
+const IDEMPOTENCY_KEY = '^(?:[\\x21\\x23-\\x7E][\\x21-\\x7E]*|"(?:[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]|\\\\[\\\\"])+")$';
+
+/** What a client is told when a value does not match a request schema's pattern (validation-details.ts). */
+export const PATTERN_PROBLEMS: Record<string, string> = {
+  [NOT_ONLY_WHITE_SPACE]: 'must not be only white space',
+  [IDEMPOTENCY_KEY]: 'must be visible ASCII characters without spaces, or a double-quoted string',
+};
+
 const int64Positive = (description: string) =>
   Integer({
     format: 'int64',
@@ -71,7 +82,10 @@ export function refTo<T extends TSchema>(schema: T, options: Options = {}): TUns
   return Unsafe<Static<T>>({ $ref: id, ...options });
 }
 
-export const PetStatus = stringEnum(PET_STATUSES, { $id: 'PetStatus', description: 'Availability status.' });
+// No description of its own: each field that refers to it says what the status means there (a pet's,
+// the default on create, the filter), and a renderer shows a referred schema's description beside the
+// field's, twice over.
+export const PetStatus = stringEnum(PET_STATUSES, { $id: 'PetStatus' });
 
 // Response objects (Pet, ErrorBody) leave `additionalProperties` open: a field added in 1.x must not
 // break a client that validates what it reads. Requests stay closed (NewPet): an unknown field is a 400.
@@ -81,7 +95,7 @@ export const Pet = Obj(
     id: int64Positive('Assigned by the service: increasing, never reused.'),
     name: Text({ minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name, exactly as it was sent." }),
     categoryId: int64Positive('Identifier of the category the animal belongs to.'),
-    status: refTo(PetStatus),
+    status: refTo(PetStatus, { description: 'Availability status.' }),
   },
   {
     $id: 'Pet',
@@ -95,7 +109,7 @@ export const NewPet = Obj(
     name: Text({
       minLength: 1,
       maxLength: NAME_MAX_LENGTH,
-      pattern: '\\S',
+      pattern: NOT_ONLY_WHITE_SPACE,
       description:
         'From 1 to 100 characters, not only white space; stored exactly as sent (no trimming). NUL characters ' +
         'and unpaired surrogates are refused.',
@@ -192,7 +206,7 @@ export const CreatePetHeaders = Obj({
     Text({
       minLength: 1,
       maxLength: 255,
-      pattern: '^(?:[\\x21\\x23-\\x7E][\\x21-\\x7E]*|"(?:[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]|\\\\[\\\\"])+")$',
+      pattern: IDEMPOTENCY_KEY,
       description:
         'A unique value per logical create (for example a UUID): a Structured Field string as the IETF draft defines it ' +
         '(`"..."`), or the same text unquoted, 1 to 255 visible ASCII characters. `"abc"` and `abc` are the same key.',

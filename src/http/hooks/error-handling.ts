@@ -5,31 +5,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { StorageUnavailableError } from '../../storage/errors.ts';
-import { ApiError, clip, errorBody, MAX_DETAILS, noResourceError, type ErrorDetail } from '../contract/api-error.ts';
+import { ApiError, errorBody, noResourceError } from '../contract/api-error.ts';
+import { validationDetails, validationMessage, type SchemaError } from '../contract/validation-details.ts';
 
-interface AjvLikeError {
-  instancePath: string;
-  keyword: string;
-  message?: string;
-  params: Record<string, unknown>;
-}
-
-/** Turns schema validation errors into details that name each field and say what is wrong with it. */
-function validationDetails(errors: readonly AjvLikeError[], part: string): ErrorDetail[] {
-  return errors.slice(0, MAX_DETAILS).map((e) => {
-    const path = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
-    if (e.keyword === 'required') return { field: joinField(path, String(e.params.missingProperty)), problem: 'is required' };
-    if (e.keyword === 'additionalProperties') {
-      return { field: joinField(path, String(e.params.additionalProperty)), problem: 'is not a field of this resource' };
-    }
-    if (e.keyword === 'pattern' && e.params.pattern === '\\S') return { field: path, problem: 'must not be only white space' };
-    return { field: path || part, problem: e.message ?? 'is invalid' };
-  });
-}
-
-const joinField = (parent: string, child: string): string => (parent ? `${parent}.${child}` : child);
-
-const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query', params: 'path' };
+const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
 
 /** Maps a framework error (or anything thrown) to an ApiError. */
 export function toApiError(error: FastifyError | ApiError | Error): ApiError {
@@ -42,17 +21,8 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   const fe = error as FastifyError & { validationContext?: string };
   if (fe.validation) {
     const part = PART_NAMES[fe.validationContext ?? ''] ?? 'request';
-    const found = fe.validation as AjvLikeError[];
-    const details = validationDetails(found, part);
-    const summary = details
-      .slice(0, 3)
-      .map((d) => `${clip(d.field)} ${d.problem}`)
-      .join('; ');
-    const more =
-      found.length > 3
-        ? ` (and ${found.length - 3} more${found.length > MAX_DETAILS ? `; the first ${MAX_DETAILS} are in details` : ''})`
-        : '';
-    return new ApiError('invalid_request', `Invalid ${part}: ${summary}${more}`, { details });
+    const details = validationDetails(fe.validation as SchemaError[], part);
+    return new ApiError('invalid_request', validationMessage(details, part), { details });
   }
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

@@ -13,7 +13,9 @@ import { SHARED_SCHEMAS } from '../contract/schemas.ts';
 const addFormats = addFormatsModule.default;
 
 function makeAjv(options: Options): Ajv2020 {
-  const ajv = new Ajv2020({ strict: true, allErrors: true, useDefaults: true, removeAdditional: false, ...options });
+  // verbose: each error carries the schema that failed, from which a client is told the problem in the
+  // service's words (contract/validation-details.ts); only refusals build it.
+  const ajv = new Ajv2020({ strict: true, allErrors: true, verbose: true, useDefaults: true, removeAdditional: false, ...options });
   addFormats(ajv);
   for (const schema of SHARED_SCHEMAS) ajv.addSchema(schema);
   return ajv;
@@ -46,7 +48,8 @@ export const validation = fp(
   { name: 'validation' },
 );
 
-type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
+/** Ajv's errors with `verbose`: each carries the schema that failed. */
+type Validate = ((data: unknown) => boolean) & { errors?: (FastifySchemaValidationError & { parentSchema?: JsonSchema })[] | null };
 
 /** Refuses integer parameters that are not plain decimal digits, then runs the schema's validation. */
 function decimalIntegersOnly(schema: JsonSchema, validate: Validate): Validate {
@@ -63,7 +66,7 @@ function decimalIntegersOnly(schema: JsonSchema, validate: Validate): Validate {
             schemaPath: `#/properties/${name}/type`,
             keyword: 'type',
             params: { type: 'integer' },
-            message: 'must be integer',
+            parentSchema: properties[name],
           },
         ];
         return false;

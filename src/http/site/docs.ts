@@ -46,6 +46,20 @@ const DOCS_CSP = [
 ].join('; ');
 
 /**
+ * What the renderer's own styles leave too wide for a 1280-pixel window: a request sample's long
+ * lines (the URL, a header) would run under the edge of their card, and the response examples' status
+ * tabs under its buttons, both in scroll boxes without a visible scroll bar. Samples wrap within their
+ * card, the tabs onto a second line.
+ */
+const PAGE_CSS = [
+  // Scoped under .scalar-app, as the renderer's own rules are, to outweigh them; they set every part
+  // of a highlighted line not to wrap.
+  '.scalar-app .request-card pre, .scalar-app .request-card pre * { text-wrap: wrap; white-space: pre-wrap; overflow-wrap: anywhere; }',
+  '.scalar-app .response-card .scalar-card-header-title { overflow: visible; white-space: normal; }',
+  '.scalar-app .response-card .tab-list { flex-wrap: wrap; }',
+].join('\n');
+
+/**
  * The renderer's configuration, read from the page (an attribute, not an inline script, which the
  * policy refuses). Everything that would contact another origin is off; the console offers the
  * document's bearer scheme first, and the reader's key is kept in memory only.
@@ -61,6 +75,7 @@ const RENDERER_CONFIGURATION = {
   authentication: { preferredSecurityScheme: 'bearerAuth' },
   defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
   documentDownloadType: 'json',
+  customCss: PAGE_CSS,
 };
 
 /** Text for a double-quoted HTML attribute. */
@@ -98,12 +113,15 @@ function operationAnchors(document: { paths?: Record<string, Record<string, unkn
   return anchors;
 }
 
-const page = (rendererPath: string, anchors: Record<string, string>) => `<!doctype html>
+/** Text for an HTML element's content. */
+const text = (value: string) => value.replaceAll('&', '&amp;').replaceAll('<', '&lt;');
+
+const page = (title: string, rendererPath: string, anchors: Record<string, string>) => `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>Pet adoption API</title>
+  <title>${text(title)}</title>
   <link rel="icon" href="data:,">
 </head>
 <body>
@@ -167,7 +185,9 @@ export async function docs(app: FastifyInstance, { limit }: DocsOptions): Promis
   const renderer = findRenderer();
   // The renderer's path names its version, so it can be cached for a year: a new build is a new path.
   const rendererPath = `/docs/${RENDERER_FILE.replace(/\.js$/, '')}.${renderer.version}.js`;
-  const html = page(rendererPath, operationAnchors(JSON.parse(readOpenApiDocument()) as Parameters<typeof operationAnchors>[0]));
+  const document = JSON.parse(readOpenApiDocument()) as Parameters<typeof operationAnchors>[0] & { info: { title: string } };
+  // The window's title is the service's name as the document gives it, which the page's heading shows.
+  const html = page(document.info.title, rendererPath, operationAnchors(document));
   const route = { schema: { hide: true }, onRequest: limit };
   app.get(DOCS_PATH, route, async (_request, reply) => {
     return reply
