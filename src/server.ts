@@ -72,7 +72,9 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing): 
   const facts = startFacts(config, app.server.address() as AddressInfo);
   app.log.info({ version, ...facts }, startMessage(version, facts));
   if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
-  app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts));
+  // Advice only: a store that cannot answer now leaves the line that holds either way.
+  const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
+  app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
   shutDownOnSignals(
     app,
     { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },

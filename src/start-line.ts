@@ -32,11 +32,15 @@ export function startMessage(version: string, facts: StartFacts): string {
   return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}); docs at ${facts.docs}`;
 }
 
-/** The start's last line: what a newcomer does next, and which keys this server takes. */
-export function nextStep(facts: StartFacts): string {
+/**
+ * The start's last line: what a newcomer does next (the CLI as `npm start` built it, as the README runs it), and
+ * which keys this server takes; once the environment has a key, only where the docs are.
+ */
+export function nextStep(facts: StartFacts, hasKey: boolean): string {
+  if (hasKey) return `next: open ${facts.docs}`;
   const environment = facts.environment === 'production' ? 'PETSTORE_ENV=production, the default' : `PETSTORE_ENV=${facts.environment}`;
   return (
-    `next: create a ${facts.environment} key with \`petstore keys create --plan free\` (\`npx petstore\` in the project's folder; ` +
-    `this server takes ${facts.environment} keys only: ${environment}), then open ${facts.docs}`
+    `next: create a ${facts.environment} key with \`./dist/cli/main.js keys create --plan free\` in the project's folder ` +
+    `(this server takes ${facts.environment} keys only: ${environment}), then open ${facts.docs}`
   );
 }

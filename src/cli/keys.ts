@@ -1,5 +1,5 @@
 /** `petstore keys ...`: the operator's API key management. */
-import { issueKey, type ApiKey, type Environment, type IssuedKey } from '../domain/api-key.ts';
+import { issueKey, looksLikeKey, type ApiKey, type Environment, type IssuedKey } from '../domain/api-key.ts';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../domain/durations.ts';
 import { KeyTags } from '../domain/key-tags.ts';
 import { isPlan, STANDARD_PLAN_LIMITS, type PlanLimits } from '../domain/plans.ts';
@@ -43,6 +43,18 @@ export function limitsFor(options: CreateKeyOptions): PlanLimits {
     throw new UsageError(`--rpd (${limits.perDay}) must be at least --rpm (${limits.perMinute}): a day's requests include every minute's`);
   }
   return limits;
+}
+
+/**
+ * Commands name a key by its ID (key_...), never by the key itself: one given the key is refused in words that
+ * say where the ID is, and show no more of the secret than `keys list` does.
+ */
+export function checkKeyId(id: string): void {
+  if (!looksLikeKey(id)) return;
+  throw new UsageError(
+    `${printable(id.slice(0, 15))}… is an API key, not a key's ID: commands take the ID (key_ and 16 hexadecimal digits). ` +
+      `petstore keys list shows each key's ID beside its first characters.`,
+  );
 }
 
 /** A label is printable text of at most 200 characters: a UsageError naming the first character that is not. */

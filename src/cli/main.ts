@@ -222,6 +222,7 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
   if (action === 'create' || action === 'plan') k.limitsFor(options);
   if (action === 'create') k.checkLabel(options.label);
   if (action === 'rotate' && values.grace !== undefined) k.parseDuration('--grace', text(values.grace) ?? '');
+  if (action !== 'create' && action !== 'list') k.checkKeyId(id);
   const config = await readConfig();
   switch (action) {
     case 'create': {
@@ -272,7 +273,8 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       return;
     }
     case 'revoke': {
-      if (!(await withStore(config, (store) => store.revokeKey(id)))) throw new StateError(`no active key with ID ${id}`);
+      if (!(await withStore(config, (store) => store.revokeKey(id))))
+        throw new StateError(`no active key with ID ${id} (petstore keys list shows each key's ID and state)`);
       if (json) console.log(jsonLine({ id, action }));
       else say(`Revoked ${id}; running servers see it within 5 seconds.`);
       return;

@@ -16,6 +16,11 @@ const KEY_PREFIX: Record<Environment, string> = {
   staging: 'pet_test_',
 };
 
+/** Whether text is an API key itself (by its prefix), where a key's ID was meant. */
+export function looksLikeKey(text: string): boolean {
+  return Object.values(KEY_PREFIX).some((prefix) => text.startsWith(prefix));
+}
+
 export interface ApiKey {
   /** Public identifier used by the operator (`keys revoke ID`) and in logs; never secret. */
   id: string;

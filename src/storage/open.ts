@@ -10,8 +10,8 @@
  * MIGRATIONS=refuse, or a migration that fails, with a line naming the database and its versions
  * (migration-mode.ts).
  */
-import { mkdirSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../config/variable.ts';
 import { withoutPassword } from '../domain/redaction.ts';
 import { MigrationError, type MigrationOptions } from './migration-mode.ts';
@@ -64,6 +64,42 @@ export function prepareSqliteFolder(path: string, create: boolean): void {
   }
 }
 
+/**
+ * Why a SQLite path SQLite could not open cannot be opened, and what to do, where the file system tells:
+ * a folder named instead of a file, or a folder or file this process cannot write (SQLite writes the
+ * database's -wal and -shm files beside it). Undefined when it does not tell.
+ */
+function sqliteOpenAdvice(path: string): string | undefined {
+  const file = resolve(path);
+  const folder = dirname(file);
+  try {
+    if (statSync(file).isDirectory()) return `it is a folder: name a file in it, e.g. DATABASE_URL=sqlite:${join(file, 'petstore.db')}`;
+  } catch {
+    // No such file: SQLite would create it in the folder, checked next.
+  }
+  for (const [what, at] of [
+    ['the folder', folder],
+    ['the file', file],
+  ] as const) {
+    try {
+      accessSync(at, constants.W_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EROFS')
+        return (
+          `${what} ${at} is on a read-only file system; SQLite writes the database and its -wal and -shm files there: ` +
+          'point DATABASE_URL at a writable folder, or mount it read-write'
+        );
+      if (code === 'EACCES' || code === 'EPERM')
+        return (
+          `this process (user ${process.getuid?.() ?? '?'}) may not write ${what} ${at}; SQLite writes the database and its ` +
+          '-wal and -shm files there: give that user write access, or point DATABASE_URL elsewhere'
+        );
+    }
+  }
+  return undefined;
+}
+
 /** Where a postgres:// URL points, for messages and the log: host, port and database, never the credentials. */
 export function describePostgres(url: string): string {
   const parsed = URL.parse(url);
@@ -91,9 +127,11 @@ export async function openStore(
       // The database can be used, only not yet: the message names the file, the lock and the setting.
       if (err instanceof MigrationLockTimeoutError) throw err;
       if (err instanceof MigrationError) throw err.naming(describeDatabase(target));
-      throw new Error(`DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${(err as Error).message}`, {
-        cause: err,
-      });
+      const advice = sqliteOpenAdvice(target.path);
+      throw new Error(
+        `DATABASE_URL names the SQLite file ${resolve(target.path)}, which cannot be opened: ${advice ?? (err as Error).message}`,
+        { cause: err },
+      );
     }
   }
   const { openPostgresStore } = await import('./postgres/store.ts');

@@ -128,6 +128,8 @@ export interface KeyStore {
    * that are not revoked: what an instance reads once at start, to look those keys up whoever sends them.
    */
   untaggedKeyHashes(environment: Environment): Promise<string[]>;
+  /** Whether the environment has a key that authenticates at nowMs (neither revoked nor expired): the start line's advice. */
+  hasUsableKey(environment: Environment, nowMs: number): Promise<boolean>;
   listKeys(): Promise<ApiKey[]>;
   /** True when a key with that id existed and was not already revoked. */
   revokeKey(id: string): Promise<boolean>;

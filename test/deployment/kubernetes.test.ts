@@ -164,8 +164,7 @@ test('every variable the Deployment and the Job set is one the server reads, wit
     ['Deployment', deploymentEnv],
     ['Job', environment(jobContainer.env)],
   ] as const) {
-    for (const name of Object.keys(env))
-      assert.ok(known(name), `the ${what} sets ${name}, which the server does not read`);
+    for (const name of Object.keys(env)) assert.ok(known(name), `the ${what} sets ${name}, which the server does not read`);
     assert.doesNotThrow(() => configOf(env), what);
   }
   assert.equal(config.database.engine, 'postgres');
@@ -283,7 +282,10 @@ test("the migration Job runs the image's petstore command: migrate", () => {
   assert.equal(read('src/cli/main.ts').split('\n')[0], '#!/usr/bin/env node');
   assert.equal(jobPod.restartPolicy, 'Never');
   assert.deepEqual(jobContainer.args, ['migrate']);
-  assert.ok(COMMANDS.some((c) => c.name === 'migrate'), 'a command of the CLI');
+  assert.ok(
+    COMMANDS.some((c) => c.name === 'migrate'),
+    'a command of the CLI',
+  );
 });
 
 test('the server run as the image runs it writes no file but its database: a read-only root file system holds it', async (t) => {

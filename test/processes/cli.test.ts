@@ -4,7 +4,8 @@
  * directory, so nothing depends on a build.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,7 +24,7 @@ import {
   type CreatedKey,
   type EnvOverrides,
 } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 
 interface Sandbox {
   dir: string;
@@ -228,9 +229,31 @@ describe('keys revoke, rotate, plan and expire', () => {
       assert.equal(row.bannedUntil, null);
 
       await Promise.all([
-        fails(['keys', 'revoke', doomed.id], box.env(), new RegExp(`no active key with ID ${doomed.id}`)),
+        fails(['keys', 'revoke', doomed.id], box.env(), new RegExp(`no active key with ID ${doomed.id} \\(petstore keys list shows`)),
         fails(['keys', 'revoke', 'key_0000000000000000'], box.env(), /no active key with ID key_0000000000000000/),
       ]);
+    });
+  });
+
+  test('a command given the key itself instead of its ID says so, and shows no more of the key than keys list does', async (t) => {
+    await inSandbox(t, async (box) => {
+      const created = await keysCreateJson(box.env(), '--plan', 'free');
+      for (const args of [
+        ['keys', 'revoke', created.key],
+        ['keys', 'unban', created.key],
+        ['keys', 'rotate', created.key],
+        ['keys', 'plan', created.key, '--plan', 'pro'],
+        ['keys', 'expire', created.key, '--never'],
+      ]) {
+        const said = await misused(
+          args,
+          box.env(),
+          /is an API key, not a key's ID: commands take the ID \(key_ and 16 hexadecimal digits\)\. petstore keys list shows/,
+        );
+        assert.ok(said.includes(`${created.key.slice(0, 15)}…`), said);
+        assert.ok(!said.includes(created.key.slice(0, 16)), `no more of the key than its listed prefix: ${said}`);
+      }
+      assert.equal((await listJson(box.env()))[0]!.revokedAt, null, 'nothing changed');
     });
   });
 
@@ -563,6 +586,36 @@ describe('configuration', () => {
     });
   });
 
+  test('a SQLite path naming a folder, or on a read-only file system, is refused in words that say what to do', async (t) => {
+    await inSandbox(t, async (box) => {
+      const folder = join(box.dir, 'data');
+      mkdirSync(folder);
+      for (const args of [['serve'], ['keys', 'list']]) {
+        const said = await fails(args, { DATABASE_URL: `sqlite:${folder}`, PORT: '0' }, /which cannot be opened: it is a folder/);
+        assert.equal(
+          said,
+          `petstore: DATABASE_URL names the SQLite file ${folder}, which cannot be opened: it is a folder: name a file in it, e.g. DATABASE_URL=sqlite:${join(folder, 'petstore.db')}\n`,
+        );
+      }
+      // A read-only file system, as a volume mounted read-only gives (mounting needs root).
+      const readOnly = join(box.dir, 'read-only');
+      mkdirSync(readOnly);
+      const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', readOnly], { encoding: 'utf8' });
+      if (mounted.status !== 0) {
+        t.diagnostic(`read-only file system not tried: mount refused (${mounted.stderr.trim() || mounted.error?.message})`);
+        return;
+      }
+      atEnd(t, () => void spawnSync('umount', ['-l', readOnly])); // before the folder goes
+      for (const args of [['serve'], ['keys', 'list']]) {
+        const said = await fails(args, { DATABASE_URL: `sqlite:${join(readOnly, 'petstore.db')}`, PORT: '0' }, /read-only/);
+        assert.equal(
+          said,
+          `petstore: DATABASE_URL names the SQLite file ${join(readOnly, 'petstore.db')}, which cannot be opened: the folder ${readOnly} is on a read-only file system; SQLite writes the database and its -wal and -shm files there: point DATABASE_URL at a writable folder, or mount it read-write\n`,
+        );
+      }
+    });
+  });
+
   test('a TRUST_PROXY address list that is not valid addresses is a configuration error naming TRUST_PROXY', async (t) => {
     await inSandbox(t, async (box) => {
       const port = String(await freePort());
@@ -869,7 +922,7 @@ describe('labels on a terminal', () => {
       const stderr = await fails(
         ['keys', 'revoke', 'key_\u001b[2J\u202e'],
         box.env(),
-        /^petstore: no active key with ID key_\\u001b\[2J\\u202e\n$/,
+        /^petstore: no active key with ID key_\\u001b\[2J\\u202e \(petstore keys list shows each key's ID and state\)\n$/,
       );
       assert.doesNotMatch(stderr, RAW_UNSAFE);
     });

@@ -71,9 +71,21 @@ describe('the start line and GET /', () => {
     // The start's last line says what to do next, and which keys this server takes.
     await eventually(async () => String(logLines(server).at(-1)?.msg).startsWith('next:'), 5000, 20);
     const last = logLines(server).at(-1)!;
-    assert.match(String(last.msg), /^next: create a staging key with `petstore keys create --plan free`/);
+    assert.match(
+      String(last.msg),
+      /^next: create a staging key with `\.\/dist\/cli\/main\.js keys create --plan free` in the project's folder/,
+    );
     for (const part of ['PETSTORE_ENV=staging', `then open ${server.url}/docs`])
       assert.ok(String(last.msg).includes(part), String(last.msg));
+  });
+
+  test('once the environment has a key, the last start line only names the docs page', async (t) => {
+    const dir = tempDir(t);
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, PETSTORE_ENV: 'staging' };
+    await keysCreate(env, '--plan', 'free');
+    const server = await startServerProcess(env, { owner: t });
+    await eventually(async () => String(logLines(server).at(-1)?.msg).startsWith('next:'), 5000, 20);
+    assert.equal(logLines(server).at(-1)!.msg, `next: open ${server.url}/docs`);
   });
 
   test('GET / and HEAD / redirect to /docs with the baseline security headers, without a key', async (t) => {

@@ -715,6 +715,21 @@ export function storageContract(name: string, open: Open): void {
           assert.deepEqual((await store.untaggedKeyHashes('production')).sort(), [untagged.hash, expired.hash].sort());
         }));
 
+      test('hasUsableKey: a key of the environment neither revoked nor expired at that moment', (t) =>
+        withStore(t, async ({ store }) => {
+          const now = Date.now();
+          assert.equal(await store.hasUsableKey('production', now), false, 'no keys');
+          await store.createKey(newKey({ environment: 'staging' }));
+          assert.equal(await store.hasUsableKey('production', now), false, "another environment's key");
+          const revoked = await store.createKey(newKey());
+          assert.ok(await store.revokeKey(revoked.id));
+          const expiring = await store.createKey(newKey());
+          await store.updateKey(expiring.id, { expiresAtMs: now + 60_000 });
+          assert.equal(await store.hasUsableKey('production', now), true, 'one that expires later');
+          assert.equal(await store.hasUsableKey('production', now + 60_000), false, 'expired at its expiry; the other is revoked');
+          assert.equal(await store.hasUsableKey('staging', now + 60_000), true);
+        }));
+
       test('listKeys lists every key', (t) =>
         withStore(t, async ({ store }) => {
           assert.deepEqual(await store.listKeys(), []);

@@ -34,6 +34,14 @@ export function postgresKeys(query: Query): KeyStore {
       return rows.map((r) => r.hash);
     },
 
+    async hasUsableKey(environment: Environment, nowMs: number): Promise<boolean> {
+      const rows = await query(
+        'SELECT 1 FROM api_keys WHERE environment = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) LIMIT 1',
+        [environment, nowMs],
+      );
+      return rows.length > 0;
+    },
+
     async findKeyByHash(hash: string): Promise<ApiKey | undefined> {
       const [row] = await query<ApiKeyRow>('SELECT * FROM api_keys WHERE hash = $1', [hash], 'key-by-hash');
       return row && toApiKey(row);

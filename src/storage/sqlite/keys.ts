@@ -12,6 +12,9 @@ export function sqliteKeys(db: Database, writer: SqliteWriter): KeyStore {
     RETURNING *`);
   const selectKeyByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
   const selectUntagged = db.prepare('SELECT hash FROM api_keys WHERE tagged = 0 AND environment = ? AND revoked_at IS NULL');
+  const selectUsable = db.prepare(
+    'SELECT 1 FROM api_keys WHERE environment = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) LIMIT 1',
+  );
   const selectKeys = db.prepare('SELECT * FROM api_keys ORDER BY created_at, id');
   const selectKeyById = db.prepare('SELECT * FROM api_keys WHERE id = ?');
   const updateKeyRow = db.prepare(`UPDATE api_keys SET plan = @plan, per_minute = @perMinute, per_day = @perDay,
@@ -25,6 +28,10 @@ export function sqliteKeys(db: Database, writer: SqliteWriter): KeyStore {
 
     async untaggedKeyHashes(environment: Environment): Promise<string[]> {
       return (selectUntagged.all(environment) as { hash: string }[]).map((r) => r.hash);
+    },
+
+    async hasUsableKey(environment: Environment, nowMs: number): Promise<boolean> {
+      return selectUsable.get(environment, nowMs) !== undefined;
     },
 
     async findKeyByHash(hash: string): Promise<ApiKey | undefined> {
