@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { CONFIG_VARIABLES, ConfigError, loadConfig, VARIABLES } from '../../src/config.ts';
-import { CONFIG_DOC, configTable, TABLE_END, TABLE_START } from '../../scripts/config-docs.ts';
+import { CONFIG_DOC, configTable, ENV_EXAMPLE, envExample, TABLE_END, TABLE_START } from '../../scripts/config-docs.ts';
 
 /** Asserts loadConfig refuses env with a ConfigError of one line, starting with `name`, matching `message`. */
 function refuses(env: Readonly<Record<string, string | undefined>>, name: string, message?: RegExp): string {
@@ -32,6 +32,20 @@ test("docs/configuration.md's table is the one src/config.ts gives", () => {
   assert.ok(start !== -1 && end > start, `docs/configuration.md has lost the markers ${TABLE_START} and ${TABLE_END}`);
   const written = doc.slice(start + TABLE_START.length, end).trim();
   assert.equal(written, configTable(), 'the configuration table differs from src/config.ts: run `npm run docs:config`');
+});
+
+test('.env.example is the one src/config.ts gives: every variable, and each default it shows is the default', () => {
+  const example = readFileSync(ENV_EXAMPLE, 'utf8');
+  assert.equal(example, envExample(), '.env.example differs from src/config.ts: run `npm run docs:config`');
+  const settings = [...example.matchAll(/^# ([A-Z][A-Z0-9_]*)=(.*)$/gm)].map(([, name, value]) => [name!, value!] as const);
+  assert.deepEqual(
+    settings.map(([name]) => name),
+    CONFIG_VARIABLES,
+  );
+  // Uncommented as they stand, the lines with a value change nothing: each is the default.
+  const uncommented = Object.fromEntries(settings.filter(([, value]) => value !== ''));
+  assert.ok(Object.keys(uncommented).length > 25, 'most settings show their default');
+  assert.deepEqual(loadConfig(uncommented), loadConfig({}));
 });
 
 test('each variable is named once, and the list of names is the table', () => {
