@@ -40,12 +40,17 @@ export function createMetrics() {
   // getMetricsAsArray is typed as plain data, but gives the metrics themselves.
   for (const metric of defaultProcessMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric);
   let poolStats: (() => PoolStats) | undefined;
+  let isReady: (() => Promise<boolean>) | undefined;
   const caches = new Map<CacheName, WatchedCache>();
   return {
     registry,
     /** Where database pool figures come from (engines with a pool only). */
     watchPool(stats: () => PoolStats) {
       poolStats = stats;
+    },
+    /** The readiness check /readyz makes, run at each scrape (the app's, once storage is open). */
+    watchReadiness(check: () => Promise<boolean>) {
+      isReady = check;
     },
     /** Reports a cache's bytes and entries (the routes' caches, each made once per app). */
     watchCache(name: CacheName, cache: WatchedCache) {
@@ -70,6 +75,14 @@ export function createMetrics() {
       help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by plan; the key id of each call is in its log line.',
       labelNames: ['operation', 'plan'] as const,
       registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'petstore_ready',
+      help: '1 when this instance would answer /readyz 200 (not draining, storage answers), else 0; checked at each scrape.',
+      registers: [registry],
+      async collect() {
+        this.set(isReady === undefined ? 0 : Number(await isReady().catch(() => false)));
+      },
     }),
     pool: new Gauge({
       name: 'petstore_db_pool_connections',

@@ -167,7 +167,7 @@ export interface Store extends PetStore, KeyStore, BanStore, IdempotencyStore {
    * the keys in every backup, and changing it would refuse every tagged key.
    */
   cursorSecret(): Promise<string>;
-  /** Resolves when the database answers; used by /readyz. */
+  /** Resolves when the database answers; used by /readyz and, at each scrape, the petstore_ready gauge. */
   ping(): Promise<void>;
   /** Connection pool figures, on engines that keep a pool. */
   poolStats?(): { total: number; idle: number; waiting: number };

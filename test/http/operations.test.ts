@@ -1,7 +1,7 @@
 /**
  * What the operator relies on: request ids on every answer, in error bodies and in log lines; one
  * JSON log line per request with its fields and nothing secret; Prometheus metrics for requests,
- * refusals, bans, deprecated calls and the limiter; /metrics off the public listener unless a token is set; security headers;
+ * refusals, bans, deprecated calls, the limiter and readiness; /metrics off the public listener unless a token is set; security headers;
  * CORS off by default and exact when configured.
  */
 import assert from 'node:assert/strict';
@@ -218,6 +218,15 @@ describe('metrics', () => {
     assert.equal(allowed.status, 200);
     assert.match(allowed.text, /petstore_http_requests_total/);
     assert.equal(allowed.headers.get('cache-control'), 'no-store');
+  });
+
+  test('petstore_ready: 1 while storage answers, 0 once the server drains, as /readyz says', async (t) => {
+    const server = await startTestServer({ metricsToken: token });
+    t.after(() => server.close());
+    assert.equal(sample(await metricsOf(server), 'petstore_ready', {}), 1);
+    server.app.startDraining();
+    assert.equal(sample(await metricsOf(server), 'petstore_ready', {}), 0);
+    assert.equal((await call(server, 'GET', '/readyz')).status, 503);
   });
 
   test('answers written outside the router are counted as operation "unparsed"', async (t) => {

@@ -121,7 +121,7 @@ describe('outages', () => {
     await direct.connect();
   });
 
-  test('PostgreSQL cut off: 503 unavailable with Retry-After within 5 s, /readyz 503, /healthz 200; then recovery', async () => {
+  test("PostgreSQL cut off: 503 unavailable with Retry-After within 5 s, /readyz 503 and petstore_ready 0 within the check's bound, /healthz 200; then recovery", async () => {
     assert.equal((await timed(server, '/v1/pets', { headers: auth() })).status, 200);
     pgProxy.cut();
 
@@ -142,11 +142,16 @@ describe('outages', () => {
     const ready = await timed(server, '/readyz');
     assert.equal(ready.status, 503);
     assert.ok(ready.ms < 5000);
+    // A connection that opens and never answers: the check's own bound answers, before the pool's 2 s.
+    assert.equal(ready.body.message, 'Storage did not answer within 1 s');
+    // The scrape runs the same check, bounded the same way, and says not ready.
+    assert.match(await scrape(), /^petstore_ready 0$/m);
     const health = await timed(server, '/healthz');
     assert.equal(health.status, 200);
     assert.ok(health.ms < 1000);
 
     pgProxy.heal();
+    await eventually(async () => /^petstore_ready 1$/m.test(await scrape()), 15_000);
     await eventually(async () => (await timed(server, '/readyz')).status === 200, 15_000);
     await eventually(async () => (await timed(server, '/v1/pets', { headers: auth() })).status === 200, 10_000);
     const all = await timed(server, '/v1/pets?limit=100', { headers: auth() });

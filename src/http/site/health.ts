@@ -8,8 +8,8 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Metrics } from '../../metrics.ts';
 import type { Store } from '../../storage/store.ts';
-import { StorageUnavailableError } from '../../storage/errors.ts';
 import { ApiError } from '../contract/api-error.ts';
+import { readiness } from './readiness.ts';
 
 export interface HealthDeps {
   store: Store;
@@ -27,7 +27,7 @@ function bearsToken(authorization: string | undefined, token: string): boolean {
   return timingSafeEqual(expected, offered);
 }
 
-/** /readyz reads whether the server is draining. */
+/** /readyz and the petstore_ready gauge read whether the server is draining. */
 export const health = fp(probes, { name: 'health', encapsulate: true, dependencies: ['draining'] });
 
 async function probes(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
@@ -35,20 +35,17 @@ async function probes(app: FastifyInstance, { store, metrics, metricsToken }: He
   // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
   app.get('/healthz', probe, async () => ({ status: 'ok' }));
   // Readiness: storage answers (migrations ran before the server started listening), and on SQLite
-  // takes writes again after they failed (ping tries one then; see docs/reliability.md).
+  // takes writes again after they failed (ping tries one then; see docs/reliability.md). The
+  // petstore_ready gauge runs the same check at each scrape.
+  const check = () => readiness(app, store);
+  metrics.watchReadiness(async () => (await check()).ready);
   app.get('/readyz', probe, async () => {
-    if (app.draining) throw new ApiError('unavailable', 'Shutting down', { headers: { 'Retry-After': '5' } });
-    try {
-      await store.ping();
-    } catch (err) {
-      const reason = err instanceof StorageUnavailableError ? err.reason : undefined;
-      const message = reason === undefined ? 'Storage is not reachable' : `Storage cannot take writes: ${reason}`;
-      const answer = new ApiError('unavailable', message, { headers: { 'Retry-After': '5' } });
-      // Logged with the request unless the store logged it already (once per change of state).
-      if (!(err instanceof StorageUnavailableError && err.logged)) answer.cause = err;
-      throw answer;
-    }
-    return { status: 'ready', storage: store.engine };
+    const state = await check();
+    if (state.ready) return { status: 'ready', storage: store.engine };
+    const answer = new ApiError('unavailable', state.message, { headers: { 'Retry-After': '5' } });
+    // Logged with the request when there is a cause the store has not logged already (once per change of state).
+    answer.cause = state.cause;
+    throw answer;
   });
   if (metricsToken === undefined) return;
   app.get('/metrics', probe, async (request, reply) => {
