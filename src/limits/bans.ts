@@ -119,7 +119,8 @@ export class KeyBans {
     const refusing = nearestExhaustion(refusal.windows);
     const window = `${refusing.name}:${refusing.resetAtMs}`;
     const firstRefusalMs = await this.#limiter.firstMark(`refusals:${keyId}:${window}`, refusing.resetAtMs);
-    if (nowMs - firstRefusalMs < this.#policy.graceMs) return undefined;
+    // Without a grace every refusal counts: the first's mark, read a moment after its decision, is later than nowMs.
+    if (this.#policy.graceMs > 0 && nowMs - firstRefusalMs < this.#policy.graceMs) return undefined;
     const refusals = await this.#limiter.consume(`refused:${keyId}`, [
       { name: 'refused', limit: this.#policy.threshold, windowMs: MINUTE_MS },
     ]);

@@ -239,6 +239,15 @@ describe('temporary bans', () => {
     assert.equal(await bans.recordRefusal(id, refusal(limiter, id)), undefined, 'one ban per window');
   });
 
+  test('BAN_GRACE_MS=0 counts every refusal, the first of its window too, though it is recorded a moment after its decision', async (t) => {
+    const { clock, limiter, bans, ids } = await banning(t, { ...POLICY, graceMs: 0, threshold: 1 });
+    const [id] = ids as [string];
+    const first = refusal(limiter, id);
+    // Time passes between the limiter's decision and its recording (the answer's path, a round trip to Redis).
+    clock.ms += 1;
+    assert.equal(await bans.recordRefusal(id, first), Math.ceil((first.nowMs + 900_000) / 1000) * 1000, 'the first refusal bans');
+  });
+
   test("keys do not share refusals: one key's counted refusals ban only that key", async (t) => {
     const { clock, limiter, bans, ids } = await banning(t);
     const [a, b] = ids as [string, string];
