@@ -23,7 +23,7 @@ import ts from 'typescript';
 import { parseAllDocuments, parse } from 'yaml';
 import { COMMANDS } from '../../src/cli/commands.ts';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config.ts';
-import { exitWithin, freePort } from '../support/processes.ts';
+import { exitWithin, explain, freePort, runCli } from '../support/processes.ts';
 import { startTestServer } from '../support/servers.ts';
 import { tempDir } from '../support/temp.ts';
 import { startTracedServer, stracePresent } from '../support/traced-server.ts';
@@ -304,6 +304,9 @@ test('the server run as the image runs it writes no file but its database: a rea
     PORT: String(port),
     METRICS_PORT: String(metricsPort),
   });
+  // The rollout's order: the Job migrates, then the instances (MIGRATIONS=refuse) start on a current schema.
+  const migrated = await runCli(['migrate'], { DATABASE_URL: env.DATABASE_URL });
+  assert.equal(migrated.code, 0, explain(['migrate'], migrated));
   const url = `http://127.0.0.1:${port}`;
   const { server, trace } = await startTracedServer(t, process.execPath, args, env, url, { cwd: ROOT, startWithinMs: 30_000 });
   for (const path of ['/healthz', '/readyz', '/docs', '/v1/openapi.json', '/v1/pets']) await (await fetch(url + path)).arrayBuffer();

@@ -293,6 +293,46 @@ describe('the Redis limiter, call by call', () => {
     }
   });
 
+  test('a Redis that stops answering costs one timeout, then a second of decisions in memory: requests meanwhile send it nothing', async () => {
+    const metrics = createMetrics();
+    const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
+    const prefix = newKeyPrefix();
+    const l = limiter({ fakeClock: clock, metrics, keyPrefix: prefix });
+    await l.ready();
+    const limits = limitsOf(60, 1000);
+    await admin.config('RESETSTAT');
+    const stalled = admin.call('DEBUG', 'SLEEP', '0.8');
+    await sleep(50);
+    // The first waits out the timeout; the others come within the second Redis is left alone.
+    assert.equal(await admitted(l, 'key:hung', limits, 3), 3);
+    assert.equal(await fallbacks(metrics), 3);
+    await stalled;
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    assert.equal(await scriptCalls(), 2, 'the script of the request that timed out, then one raise');
+  });
+
+  test('an outage across a minute: what the day admitted is raised though the minute has moved on with nothing of its own', async () => {
+    const metrics = createMetrics();
+    const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 58));
+    const prefix = newKeyPrefix();
+    const l = limiter({ fakeClock: clock, metrics, keyPrefix: prefix });
+    await l.ready();
+    const limits = limitsOf(60, 1000);
+    const stalled = admin.call('DEBUG', 'SLEEP', '0.6');
+    await sleep(50);
+    assert.equal(await admitted(l, 'key:across', limits, 3), 3);
+    clock.ms = Date.UTC(2030, 0, 15, 10, 31, 1);
+    // A look in the new minute starts its count in memory, at nothing: only the day holds what was admitted.
+    assert.deepEqual(
+      (await l.peek('key:across', limits)).windows.map((w) => w.remaining),
+      [60, 997],
+    );
+    await stalled;
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
+    const day = Number(await admin.hget(`${prefix}:{key:across}:day`, 'c'));
+    assert.ok(day >= 3, `Redis's day counts ${day} for the 3 admitted`);
+  });
+
   test('a Redis that refuses writes (out of memory): the fallback decides, the raise is retried, and once Redis takes writes it holds every admission', async () => {
     const { lines, log } = recordingLog();
     const metrics = createMetrics();
