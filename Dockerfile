@@ -8,7 +8,7 @@ FROM node:26-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/build-docs-assets.mjs ./scripts/
+COPY scripts/build.mjs scripts/build-record.mjs scripts/build-docs-assets.mjs ./scripts/
 COPY src ./src
 # `npm ci` runs the prepare script, which also builds the typed client.
 COPY client ./client

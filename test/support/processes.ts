@@ -8,12 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CONFIG_VARIABLES } from '../../src/config.ts';
-import { atEnd, killAtExit, type Owner } from './temp.ts';
+import { atEnd, killAtExit, killGroup, killGroupAtExit, type Owner } from './temp.ts';
 
 /** The command's source file, which node runs directly (its types stripped). */
 export const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -153,6 +154,11 @@ export interface StartOptions {
   startWithinMs?: number;
   /** Handed the process as soon as it is spawned, before it answers: for a test that watches its start. */
   onSpawn?: (server: ServerProcess) => void;
+  /**
+   * Starts it as the leader of a process group of its own, every member of which is killed when the test
+   * process ends: for a command whose processes start others (npm run dev), found with groupMembers.
+   */
+  group?: boolean;
 }
 
 /** `petstore serve` on a free port of 127.0.0.1, once it answers. */
@@ -178,8 +184,10 @@ export async function startServerCommand(
     cwd: options.cwd ?? tmpdir(),
     env: cliEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.group ?? false,
   });
   killAtExit(child);
+  if (options.group && child.pid !== undefined) killGroupAtExit(child.pid);
   let output = '';
   let stdout = '';
   let stderr = '';
@@ -204,12 +212,31 @@ export async function startServerCommand(
       // not listening yet
     }
     if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) {
-      child.kill('SIGKILL');
+      if (options.group && child.pid !== undefined) killGroup(child.pid);
+      else child.kill('SIGKILL');
       throw new Error(`server did not start: ${output}`);
     }
     await sleep(100);
   }
   return server;
+}
+
+/** The processes, alive or not yet reaped, of a process group (Linux's /proc). */
+export function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so count from the last ')'.
+    const [, , group] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(group) === pgid) members.push(Number(entry));
+  }
+  return members;
 }
 
 /** SIGKILL to a server still running, and its exit awaited: for a test whose server may be past stopping politely. */

@@ -92,9 +92,11 @@ export function suiteOwner(): Owner {
 // removal, since a late command can make one again.
 const folders = new Set<string>();
 const children = new Set<ChildProcess>();
+const groups = new Set<number>();
 
 function removeWhatRemains(): void {
   for (const child of children) child.kill('SIGKILL');
+  for (const group of groups) killGroup(group);
   for (const dir of folders) {
     try {
       rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
@@ -118,6 +120,24 @@ export function killAtExit(child: ChildProcess): void {
   if (child.exitCode !== null || child.signalCode !== null) return;
   children.add(child);
   child.once('exit', () => children.delete(child));
+}
+
+/**
+ * SIGKILL to every process of a group; none left is no error. The group is then no longer killed at
+ * exit: its number could by then be a new group's.
+ */
+export function killGroup(pgid: number): void {
+  groups.delete(pgid);
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+/** Kills every process of the group (SIGKILL) still running when the test process ends. */
+export function killGroupAtExit(pgid: number): void {
+  groups.add(pgid);
 }
 
 /**
