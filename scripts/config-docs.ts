@@ -64,9 +64,9 @@ export function envExample(): string {
   const blocks = VARIABLES.map((v) => {
     const only = /^`([^`]*)`$/.exec(v.shownDefault);
     const value = only ? only[1]! : '';
-    const about = commentLines(
-      `${plain(v.description)} Accepted: ${plain(v.accepted)}.${only || v.shownDefault === 'unset' ? '' : ` Default: ${plain(v.shownDefault)}.`}`,
-    );
+    // A default that is no single value (a rule) is said in words, since the line below cannot hold it.
+    const defaultWords = only || v.shownDefault === 'unset' ? '' : ` Default: ${plain(v.shownDefault)}.`;
+    const about = commentLines(`${plain(v.description)} Accepted: ${plain(v.accepted)}.${defaultWords}`);
     return [...about, ...v.names.map((name) => `# ${name}=${value}`)].join('\n');
   });
   return `${[head.join('\n'), ...blocks].join('\n\n')}\n`;
