@@ -30,7 +30,7 @@ import {
   type ServerProcess,
 } from '../support/processes.ts';
 import { atEnd, tempDir } from '../support/temp.ts';
-import { eventually } from '../support/waiting.ts';
+import { eventually, settledFlag } from '../support/waiting.ts';
 
 const LATEST = SQLITE_MIGRATIONS.at(-1)!.version;
 
@@ -133,16 +133,6 @@ function refusal(database: string, at: string, missing: string): string {
 function assertRefused(command: string[], result: CliResult, expected: string): void {
   assert.equal(result.code, 1, explain(command, result));
   assert.equal(result.stderr, expected);
-}
-
-/** Whether a promise has settled, read at any moment. */
-function settledFlag(promise: Promise<unknown>): () => boolean {
-  let settled = false;
-  promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  return () => settled;
 }
 
 const REFUSE = { MIGRATIONS: 'refuse' };

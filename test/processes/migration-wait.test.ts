@@ -15,7 +15,7 @@ import { createTestDatabase, requirePostgres, withPostgres } from '../support/en
 import { holdMigrationLock, holdSqliteWriteLock, type LockHolder } from '../support/lock-holders.ts';
 import { explain, lastLine, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
-import { eventually } from '../support/waiting.ts';
+import { eventually, settledFlag } from '../support/waiting.ts';
 
 /**
  * Longer than what ended such a start before: a statement bound of 2 s on PostgreSQL (the start failed after
@@ -67,16 +67,6 @@ function waitLines(output: string): { level: number; msg: string }[] {
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as { level: number; msg: string })
     .filter((line) => line.msg.startsWith('waiting for '));
-}
-
-/** Whether a promise has settled, read at any moment. */
-function settledFlag(promise: Promise<unknown>): () => boolean {
-  let settled = false;
-  promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  return () => settled;
 }
 
 for (const [name, setUp] of Object.entries(ENGINES)) {

@@ -82,6 +82,15 @@ describe('the Redis limiter, call by call', () => {
     atEnd(suite, () => l.close());
     return l;
   };
+  /** A limiter on the test's clock early in a minute, connected, with metrics and a key prefix of its own. */
+  const connectedOnFakeClock = async (settings: LimiterSettings = {}) => {
+    const metrics = createMetrics();
+    const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
+    const prefix = newKeyPrefix();
+    const l = limiter({ fakeClock: clock, metrics, keyPrefix: prefix, ...settings });
+    await l.ready();
+    return { metrics, clock, prefix, l };
+  };
   const admitted = async (l: RedisRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
     let yes = 0;
     for (let i = 0; i < n; i++) if ((await l.consume(subject, limits)).allowed) yes++;
@@ -270,11 +279,7 @@ describe('the Redis limiter, call by call', () => {
   });
 
   test('after a slow reply only the subjects admitted in memory are sent to Redis, and every one of them is', async () => {
-    const metrics = createMetrics();
-    const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
-    const prefix = newKeyPrefix();
-    const l = limiter({ fakeClock: clock, metrics, keyPrefix: prefix });
-    await l.ready();
+    const { metrics, prefix, l } = await connectedOnFakeClock();
     const limits = limitsOf(60, 1000);
     assert.equal(await admitted(l, 'key:known', limits, 5), 5);
     for (const round of [1, 2]) {
@@ -294,11 +299,7 @@ describe('the Redis limiter, call by call', () => {
   });
 
   test('a Redis that stops answering costs one timeout, then a second of decisions in memory: requests meanwhile send it nothing', async () => {
-    const metrics = createMetrics();
-    const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
-    const prefix = newKeyPrefix();
-    const l = limiter({ fakeClock: clock, metrics, keyPrefix: prefix });
-    await l.ready();
+    const { metrics, l } = await connectedOnFakeClock();
     const limits = limitsOf(60, 1000);
     await admin.config('RESETSTAT');
     const stalled = admin.call('DEBUG', 'SLEEP', '0.8');

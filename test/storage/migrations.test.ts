@@ -29,7 +29,7 @@ import { FakeClock } from '../support/fake-clock.ts';
 import { holdMigrationLock, holdTableLock, type LockHolder } from '../support/lock-holders.ts';
 import { BIG, HOUR, NOW, oldPostgresDatabase, oldSqliteDatabase, SMALL } from '../support/old-databases.ts';
 import { atEnd, tempDir } from '../support/temp.ts';
-import { eventually } from '../support/waiting.ts';
+import { eventually, settledFlag } from '../support/waiting.ts';
 
 /** What a database upgraded from the old shape must hold, whatever the engine. */
 async function assertUpgraded(store: Store): Promise<void> {
@@ -196,17 +196,15 @@ describe('PostgreSQL: opening while another session holds the migration lock', (
     const held = await holdMigrationLock(t, database.url, 'transaction');
     const told: string[] = [];
     const opening = openPostgresStore({ url: database.url, poolSize: 2, migrationWait: { waitMs: 120_000, onWait: (m) => told.push(m) } });
-    let settled = false;
-    void opening
-      .then(
-        (store) => atEnd(t, () => store.close()),
-        () => undefined, // the await below reports it
-      )
-      .finally(() => (settled = true));
+    void opening.then(
+      (store) => atEnd(t, () => store.close()),
+      () => undefined, // the await below reports it
+    );
+    const settled = settledFlag(opening);
     await eventually(async () => told.length > 0, 10_000, 50);
     // Every statement is bounded by 2 s (the client's query timeout): a wait made of one statement would end here.
     await sleep(4000);
-    assert.equal(settled, false, 'still waiting while the lock is held');
+    assert.equal(settled(), false, 'still waiting while the lock is held');
 
     await held.release();
     const store = await opening;
@@ -269,15 +267,13 @@ describe('PostgreSQL: a migration that waits for a table lock', () => {
       poolSize: 2,
       migrations: { ...DEFAULT_MIGRATIONS, onOutcome: (o) => outcomes.push(o) },
     });
-    let settled = false;
-    void opening
-      .then(
-        (store) => atEnd(t, () => store.close()),
-        () => undefined, // the await below reports it
-      )
-      .finally(() => (settled = true));
+    void opening.then(
+      (store) => atEnd(t, () => store.close()),
+      () => undefined, // the await below reports it
+    );
+    const settled = settledFlag(opening);
     await sleep(3000);
-    assert.equal(settled, false, 'still waiting for the table');
+    assert.equal(settled(), false, 'still waiting for the table');
     await reading.release();
     await opening;
     assert.deepEqual(outcomes, [{ from: 5, to: 9, latest: 9, applied: [6, 7, 8, 9] }]);

@@ -13,3 +13,13 @@ export async function eventually(check: () => Promise<boolean>, withinMs: number
   }
   return Date.now() - start;
 }
+
+/** Whether a promise has settled, read at any moment. */
+export function settledFlag(promise: Promise<unknown>): () => boolean {
+  let settled = false;
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  return () => settled;
+}
