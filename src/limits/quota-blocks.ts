@@ -7,10 +7,10 @@
 /** A block is at most this share of its smallest window's limit. */
 const BLOCK_SHARE_OF_LIMIT = 1 / 1000;
 
-/** The part of a key's windows a block was taken from: the counters' names and what they held after it. */
+/** The part of a key's windows a block was taken from: the windows' names and what they held after it. */
 export interface BlockWindows {
-  /** The Redis counters the block was counted in, one per window. */
-  counters: readonly string[];
+  /** The names of the windows the block was counted in (WindowLimit.name), one per window. */
+  names: readonly string[];
   /** The windows' start instants (epoch ms); a block serves only within the same windows. */
   starts: readonly number[];
   limits: readonly number[];
@@ -38,7 +38,7 @@ export interface QuotaBlocksOptions {
   /** How long a block may be spent from before its rest is handed back. */
   lifetimeMs: number;
   /** Hands a block's unspent requests back to the counters it was taken from, each while in the block's window. */
-  onUnspent: (windows: BlockWindows, unspent: number) => void;
+  onUnspent: (subject: string, windows: BlockWindows, unspent: number) => void;
 }
 
 export class QuotaBlocks {
@@ -64,7 +64,7 @@ export class QuotaBlocks {
     const block = demand.block;
     if (block === undefined) return undefined;
     if (block.expiresAtMs <= nowMs || !sameWindows(block.starts, starts)) {
-      this.#retire(demand, block);
+      this.#retire(subject, demand, block);
       return undefined;
     }
     if (block.spent >= block.size) {
@@ -99,7 +99,7 @@ export class QuotaBlocks {
       // lifetime finds the block spent and asks for two.
       this.#subjects.set(subject, { block, nextSize: 1, seenAtMs: nowMs });
     } else {
-      if (demand.block) this.#retire(demand, demand.block);
+      if (demand.block) this.#retire(subject, demand, demand.block);
       demand.block = block;
       demand.seenAtMs = nowMs;
     }
@@ -110,14 +110,14 @@ export class QuotaBlocks {
   sweep(nowMs: number): void {
     for (const [subject, demand] of this.#subjects) {
       const block = demand.block;
-      if (block && block.expiresAtMs <= nowMs) this.#retire(demand, block);
+      if (block && block.expiresAtMs <= nowMs) this.#retire(subject, demand, block);
       if (demand.block === undefined && demand.seenAtMs + 2 * this.#lifetimeMs <= nowMs) this.#subjects.delete(subject);
     }
   }
 
   /** Hands back every block's unspent requests, as the limiter closes. */
   releaseAll(): void {
-    for (const demand of this.#subjects.values()) if (demand.block) this.#retire(demand, demand.block);
+    for (const [subject, demand] of this.#subjects) if (demand.block) this.#retire(subject, demand, demand.block);
     this.#subjects.clear();
   }
 
@@ -126,11 +126,11 @@ export class QuotaBlocks {
    * while it is still in the window the block was counted in: a minute that has ended keeps its
    * count, the day it belongs to gets them back), and the next block is sized to what this one served.
    */
-  #retire(demand: Demand, block: Block): void {
+  #retire(subject: string, demand: Demand, block: Block): void {
     demand.block = undefined;
     demand.nextSize = Math.max(1, block.spent);
     const unspent = block.size - block.spent;
-    if (unspent > 0) this.#onUnspent(block, unspent);
+    if (unspent > 0) this.#onUnspent(subject, block, unspent);
   }
 }
 

@@ -9,6 +9,7 @@ import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { createTestDatabase, newKeyPrefix } from '../support/engines.ts';
+import { countedIn, windowKey } from '../support/shared-counts.ts';
 import { freePort, keysCreateJson, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { startCluster, type RedisCluster } from '../support/redis-servers.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
@@ -29,7 +30,7 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
   const scrape = async (i: number) => (await fetch(servers[i]!.metrics)).text();
   /** The minute counter of a key, as the limiter names it: the key's subject is the hash tag. */
   const slotOf = async (id: string) => Number(await client.cluster('KEYSLOT', `{key:${id}}`));
-  const minuteCounter = (id: string) => `${prefix}:{key:${id}}:minute`;
+  const minuteCounter = (id: string) => windowKey(prefix, `key:${id}`, 'minute');
   // Undone in reverse: the servers, the client, the cluster, the database, then the folder.
   const suite = suiteOwner();
 
@@ -74,10 +75,10 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
     assert.equal(statuses.filter((s) => s === 429).length, 30);
 
     const minute = minuteCounter(id);
-    assert.equal(await client.hget(minute, 'c'), '60');
+    assert.equal(await countedIn(client, minute), 60);
     // The day counter sits in the same slot: one script decides both, atomically.
-    const day = `${prefix}:{key:${id}}:day`;
-    assert.equal(await client.hget(day, 'c'), '60');
+    const day = windowKey(prefix, `key:${id}`, 'day');
+    assert.equal(await countedIn(client, day), 60);
     assert.equal(await client.cluster('KEYSLOT', minute), await client.cluster('KEYSLOT', day));
     for (const { server } of servers) {
       assert.match(server.output(), /rate limits in the Redis Cluster seeded by 127\.0\.0\.1:\d+, 127\.0\.0\.1:\d+/);
@@ -114,9 +115,9 @@ describe('three instances on PostgreSQL and a Redis Cluster', () => {
     });
     for (let i = 0; i < servers.length; i++) {
       await eventually(async () => {
-        const before = Number((await client.hget(minuteCounter(id), 'c')) ?? 0);
+        const before = await countedIn(client, minuteCounter(id));
         assert.equal((await get(i, key)).status, 200);
-        const after = Number((await client.hget(minuteCounter(id), 'c')) ?? 0);
+        const after = await countedIn(client, minuteCounter(id));
         return after > before && /petstore_ratelimit_degraded 0/.test(await scrape(i));
       }, 20_000);
     }

@@ -10,6 +10,7 @@ import { MINUTE_MS, DAY_MS } from '../../src/domain/durations.ts';
 import type { RateLimiter, WindowLimit } from '../../src/limits/limiter.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix, REDIS_URL } from '../support/engines.ts';
+import { countedIn, windowKey } from '../support/shared-counts.ts';
 import { atEnd, suiteOwner } from '../support/temp.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 
@@ -38,7 +39,7 @@ describe('pre-admission of busy keys', () => {
 
   const limiterWith = (keyPrefix: string, maxBlock?: number, metrics = createMetrics()) =>
     createTestRedisLimiter({ keyPrefix, maxBlock, metrics, clock, owner: suite });
-  const minuteCount = async (prefix: string, subject: string) => Number((await redis.hget(`${prefix}:{${subject}}:minute`, 'c')) ?? 0);
+  const minuteCount = async (prefix: string, subject: string) => await countedIn(redis, `${prefix}:{${subject}}:minute:by-instance`);
 
   test('a busy key costs one Redis call per block, its Remaining still falls by one per request, and close hands back the rest', async () => {
     const prefix = newKeyPrefix();
@@ -146,7 +147,7 @@ describe('pre-admission of busy keys', () => {
     const prefix = newKeyPrefix();
     const limiter = await limiterWith(prefix);
     const limits = limitsOf(2_000_000, 100_000_000);
-    const dayCount = async () => Number((await redis.hget(`${prefix}:{key:boundary}:day`, 'c')) ?? 0);
+    const dayCount = async () => await countedIn(redis, `${prefix}:{key:boundary}:day:by-instance`);
     for (let i = 0; i < 40; i++) await consumeAt(limiter, 'key:boundary', limits, T0 + 59_000 + i);
     assert.ok((await dayCount()) > 40, 'a block is held at the end of the minute');
     // The first request of the next minute retires the block (and takes a new one, handed back on close).
@@ -158,12 +159,12 @@ describe('pre-admission of busy keys', () => {
   test('near the end of a window blocks stop: the last requests are decided one at a time', async () => {
     const prefix = newKeyPrefix();
     const limits = limitsOf(100_000, 100_000_000);
-    const counter = `${prefix}:{key:late}:minute`;
+    const counter = windowKey(prefix, 'key:late', 'minute');
     const early = await limiterWith(prefix);
     for (let i = 0; i < 100; i++) await consumeAt(early, 'key:late', limits, T0 + i);
     await early.close();
     // Other instances have used all but 15 of the minute: a block of 2 would need 20 left.
-    await redis.hset(counter, 'c', String(100_000 - 15));
+    await redis.hset(counter, 'other-instance', String(100_000 - 15 - 100));
     const late = await limiterWith(prefix);
     let admitted = 0;
     for (let i = 1; i <= 20; i++) {
@@ -172,7 +173,7 @@ describe('pre-admission of busy keys', () => {
     }
     assert.equal(admitted, 15);
     // The same requests far from the limit take growing blocks.
-    await redis.hset(counter, 'c', '0');
+    await redis.hdel(counter, 'other-instance');
     for (let i = 1; i <= 20; i++) await consumeAt(late, 'key:late', limits, T0 + 200 + i);
     assert.ok((await minuteCount(prefix, 'key:late')) > 20);
   });

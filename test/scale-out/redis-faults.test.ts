@@ -14,6 +14,7 @@ import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix } from '../support/engines.ts';
+import { countedIn, windowKey } from '../support/shared-counts.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
@@ -122,7 +123,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     await eventually(async () => (await a.consume('key:half', limits), (await degraded(metrics)) === 0), 5_000, 100);
     // Redis holds every admission: the 60, and possibly once more the request whose script Redis ran
     // after the limiter had stopped waiting for it (the fallback decided it too), never fewer.
-    const counter = Number(await admin.hget(`${prefix}:{key:half}:minute`, 'c'));
+    const counter = await countedIn(admin, `${prefix}:{key:half}:minute:by-instance`);
     assert.ok(counter >= 60 && counter <= 61, `Redis counts ${counter} for the 60 admitted`);
     const b = await limiter(createMetrics(), prefix);
     assert.equal(await admitted(b, 'key:half', limits, 5), 0, 'another instance finds the minute spent');
@@ -152,7 +153,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       running = false;
       await Promise.all(workers);
     }
-    const counted = Number(await admin.hget(`${prefix}:{key:busy}:minute`, 'c'));
+    const counted = await countedIn(admin, `${prefix}:{key:busy}:minute:by-instance`);
     assert.ok(admittedAll > 0 && counted >= admittedAll, `Redis counts ${counted} for ${admittedAll} admitted`);
   });
 
@@ -170,7 +171,11 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(b, 'key:split', limits, 20), 20, 'b counts on in Redis');
     proxy.heal();
     await eventually(async () => (await degraded(metricsA)) === 0, 10_000, 100);
-    assert.equal(Number(await admin.hget(`${prefix}:{key:split}:minute`, 'c')), 35, '10 + 20 counted in Redis, and the 5 a admitted alone');
+    assert.equal(
+      await countedIn(admin, `${prefix}:{key:split}:minute:by-instance`),
+      35,
+      '10 + 20 counted in Redis, and the 5 a admitted alone',
+    );
   });
 
   test('a minute that turns while an instance is cut off loses nothing of the day it admitted meanwhile', async (t) => {
@@ -190,8 +195,8 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(a, 'key:turn', limits, 7), 7);
     proxy.heal();
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
-    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:day`, 'c')), 22, 'the day holds all 22');
-    assert.equal(Number(await admin.hget(`${prefix}:{key:turn}:minute`, 'c')), 7, 'the new minute its 7');
+    assert.equal(await countedIn(admin, `${prefix}:{key:turn}:day:by-instance`), 22, 'the day holds all 22');
+    assert.equal(await countedIn(admin, `${prefix}:{key:turn}:minute:by-instance`), 7, 'the new minute its 7');
   });
 
   test('a Redis restarted between two requests is brought up to date when the connection comes back, before anyone asks', async () => {
@@ -202,7 +207,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(l, 'key:quiet', limits, 5), 5);
     await redis.kill();
     redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
-    await eventually(async () => Number(await admin.hget(`${prefix}:{key:quiet}:day`, 'c').catch(() => 0)) === 5, 10_000, 100);
+    await eventually(async () => (await countedIn(admin, `${prefix}:{key:quiet}:day:by-instance`).catch(() => 0)) === 5, 10_000, 100);
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
     assert.equal(await admitted(await limiter(createMetrics(), prefix), 'key:quiet', limits, 1), 0);
   });
@@ -263,7 +268,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const l = await limiter(createMetrics(), prefix);
     const limits = limitsOf(2_000_000, 100_000_000);
     await admitted(l, 'key:left', limits, 40);
-    const counted = async () => Number(await admin.hget(`${prefix}:{key:left}:minute`, 'c'));
+    const counted = async () => await countedIn(admin, `${prefix}:{key:left}:minute:by-instance`);
     assert.ok((await counted()) > 40, 'a block is held');
     const saved = clock.ms;
     try {
@@ -292,7 +297,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
 
     redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
     await eventually(async () => (await degraded(metricsA)) === 0 && (await degraded(metricsB)) === 0, 10_000, 100);
-    const day = Number(await admin.hget(`${prefix}:{key:restart}:day`, 'c'));
+    const day = await countedIn(admin, `${prefix}:{key:restart}:day:by-instance`);
     assert.ok(day >= 5, `Redis came back empty and was brought up to ${day}, not to the 5 spent`);
     // A third instance that saw nothing of it finds the day spent.
     const c = await limiter(createMetrics(), prefix);
@@ -326,7 +331,8 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await degraded(metrics), 1);
     redis.child.kill('SIGCONT');
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
-    const [start, count] = await admin.hmget(`${prefix}:{key:ahead}:minute`, 's', 'c');
+    const start = await admin.hget(windowKey(prefix, 'key:ahead', 'minute'), 's');
+    const count = await countedIn(admin, windowKey(prefix, 'key:ahead', 'minute'));
     const [redisSeconds] = (await admin.time()) as [number, number];
     assert.equal(Number(start), redisSeconds * 1000 - ((redisSeconds * 1000) % MINUTE_MS), "the counter stays in Redis's minute");
     assert.equal(Number(count), 120);

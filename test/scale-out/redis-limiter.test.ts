@@ -14,6 +14,7 @@ import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { newKeyPrefix } from '../support/engines.ts';
+import { countedIn } from '../support/shared-counts.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { freePort } from '../support/processes.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
@@ -174,7 +175,7 @@ describe('the Redis limiter, call by call', () => {
     const l = limiter({ fakeClock: new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5)) });
     await l.ready();
     await l.consume('key:unprefixed', limitsOf(10, 100));
-    assert.equal(await admin.exists('petstore:{key:unprefixed}:minute', 'petstore:{key:unprefixed}:day'), 2);
+    assert.equal(await admin.exists('petstore:{key:unprefixed}:minute:by-instance', 'petstore:{key:unprefixed}:day:by-instance'), 2);
   });
 
   test('consumeNow decides at once only from a block this instance holds, and pre-admissions reach the metric within a second or two', async () => {
@@ -259,7 +260,7 @@ describe('the Redis limiter, call by call', () => {
     assert.equal(f.now(), fake.ms);
   });
 
-  test('without Redis from the start: windows by a clock Redis never confirmed last a window length past the last admission; by a known clock, they end with the minute', async () => {
+  test('without Redis from the start: a window by a clock Redis never confirmed begins with what the one before admitted; by a known clock, each is its own', async () => {
     const nowhere = `redis://127.0.0.1:${await freePort()}`;
     const limits = limitsOf(3, 1000);
     // The instance's own clock, never checked against Redis's.
@@ -268,8 +269,14 @@ describe('the Redis limiter, call by call', () => {
     assert.equal(await admitted(unchecked, 'key:own', limits, 5), 3);
     own.ms = Date.UTC(2030, 0, 15, 10, 31, 5);
     assert.equal(await admitted(unchecked, 'key:own', limits, 1), 0, 'the next minute by its clock may still be the same one by Redis’s');
-    own.ms = Date.UTC(2030, 0, 15, 10, 31, 51);
-    assert.equal(await admitted(unchecked, 'key:own', limits, 1), 1, 'a whole minute after its last admission');
+    own.ms = Date.UTC(2030, 0, 15, 10, 31, 59);
+    assert.equal(
+      await admitted(unchecked, 'key:own', limits, 1),
+      0,
+      'no window by its clock begins afresh within a minute of one it admitted in',
+    );
+    own.ms = Date.UTC(2030, 0, 15, 10, 32, 0);
+    assert.equal(await admitted(unchecked, 'key:own', limits, 5), 3, 'after a minute that admitted nothing, all of it');
     // The test's clock, which the scripts would follow too: its minutes are the windows.
     const fake = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 50));
     const known = limiter({ url: nowhere, fakeClock: fake });
@@ -293,7 +300,7 @@ describe('the Redis limiter, call by call', () => {
       await admin.config('RESETSTAT');
       await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
       assert.equal(await scriptCalls(), 1, `round ${round}: one raise, for ${subject} alone`);
-      const counted = Number(await admin.hget(`${prefix}:{${subject}}:minute`, 'c'));
+      const counted = await countedIn(admin, `${prefix}:{${subject}}:minute:by-instance`);
       assert.ok(counted >= 2, `Redis counts ${counted} for the 2 admitted`);
     }
   });
@@ -330,7 +337,7 @@ describe('the Redis limiter, call by call', () => {
     );
     await stalled;
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 50);
-    const day = Number(await admin.hget(`${prefix}:{key:across}:day`, 'c'));
+    const day = await countedIn(admin, `${prefix}:{key:across}:day:by-instance`);
     assert.ok(day >= 3, `Redis's day counts ${day} for the 3 admitted`);
   });
 
@@ -358,7 +365,7 @@ describe('the Redis limiter, call by call', () => {
       await admin.config('SET', 'maxmemory', '0');
     }
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 100);
-    assert.equal(Number(await admin.hget(`${prefix}:{key:oom}:minute`, 'c')), 8);
+    assert.equal(await countedIn(admin, `${prefix}:{key:oom}:minute:by-instance`), 8);
   });
 
   test('a Redis restarted empty that refuses writes at first: once it takes them, every counter the instance knows is raised', async () => {
@@ -374,6 +381,6 @@ describe('the Redis limiter, call by call', () => {
     await eventually(async () => lines.filter((line) => /could not be brought up to date/.test(line.msg)).length >= 2, 10_000, 100);
     await admin.config('SET', 'maxmemory', '0');
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
-    assert.equal(Number(await admin.hget(`${prefix}:{key:before}:day`, 'c')), 5, 'the day spent before the restart');
+    assert.equal(await countedIn(admin, `${prefix}:{key:before}:day:by-instance`), 5, 'the day spent before the restart');
   });
 });

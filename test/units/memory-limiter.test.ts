@@ -1,0 +1,241 @@
+/**
+ * The in-process limiter's rules one by one, with the clock in the test's hand (the embedded default, and the
+ * Redis limiter's fallback): exact window edges, a wall clock stepped either way against real time, what the
+ * sweep keeps, marks per subject and period, and what it takes from Redis's answers.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
+import type { WindowLimit } from '../../src/limits/limiter.ts';
+import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import { FakeClock } from '../support/fake-clock.ts';
+
+/** 12:00:00 UTC on a day: a minute and a day start here. */
+const NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
+const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
+  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+  { name: 'day', limit: perDay, windowMs: DAY_MS },
+];
+
+function memoryLimiter(startMs = NOON) {
+  const clock = new FakeClock(startMs);
+  return { clock, limiter: new MemoryRateLimiter({ clock }) };
+}
+
+const admittedOf = (limiter: MemoryRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
+  let admitted = 0;
+  for (let i = 0; i < n; i++) if (limiter.consumeNow(subject, limits).allowed) admitted++;
+  return admitted;
+};
+
+describe('the in-process limiter', () => {
+  test('admits up to the limit, counts only what it admits, and says when each window resets', () => {
+    const { limiter } = memoryLimiter(NOON + 20_000);
+    const limits = limitsOf(3, 10);
+    const first = limiter.consumeNow('key:a', limits);
+    assert.equal(first.nowMs, NOON + 20_000);
+    assert.deepEqual(
+      first.windows.map((w) => [w.name, w.remaining, w.resetAtMs]),
+      [
+        ['minute', 2, NOON + MINUTE_MS],
+        ['day', 9, Date.UTC(2026, 10, 23)],
+      ],
+    );
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 2);
+    const refused = limiter.consumeNow('key:a', limits);
+    assert.equal(refused.allowed, false);
+    assert.deepEqual(
+      refused.windows.map((w) => w.remaining),
+      [0, 7],
+      'refusals use nothing of the day',
+    );
+  });
+
+  test('a window ends at its exact edge, and the other window goes on counting', () => {
+    const { clock, limiter } = memoryLimiter();
+    const limits = limitsOf(2, 5);
+    assert.equal(admittedOf(limiter, 'key:a', limits, 3), 2);
+    clock.ms = NOON + MINUTE_MS - 1;
+    assert.equal(limiter.consumeNow('key:a', limits).allowed, false, 'the last millisecond of the minute');
+    clock.ms = NOON + MINUTE_MS;
+    assert.equal(admittedOf(limiter, 'key:a', limits, 3), 2);
+    clock.ms = NOON + 2 * MINUTE_MS;
+    assert.equal(admittedOf(limiter, 'key:a', limits, 3), 1, 'the day has one left of five');
+    assert.deepEqual(
+      limiter.consumeNow('key:a', limits).windows.map((w) => w.remaining),
+      [1, 0],
+    );
+  });
+
+  test('subjects are counted apart, and a look (peek) counts nothing', async () => {
+    const { limiter } = memoryLimiter();
+    const limits = limitsOf(2, 100);
+    assert.equal(admittedOf(limiter, 'key:a', limits, 3), 2);
+    assert.equal(admittedOf(limiter, 'key:b', limits, 3), 2);
+    const look = await limiter.peek('key:c', limits);
+    assert.equal(look.allowed, true);
+    assert.equal(look.windows[0]!.remaining, 2);
+    assert.equal(admittedOf(limiter, 'key:c', limits, 3), 2);
+    assert.equal((await limiter.peek('key:c', limits)).allowed, false);
+    assert.equal((await limiter.consume('key:c', limits)).allowed, false);
+  });
+
+  test('limits of another shape (a plan change) start the subject afresh; the same shape keeps its counts', () => {
+    const { limiter } = memoryLimiter();
+    assert.equal(admittedOf(limiter, 'key:a', limitsOf(2, 100), 3), 2);
+    assert.equal(admittedOf(limiter, 'key:a', limitsOf(2, 100), 1), 0);
+    assert.equal(admittedOf(limiter, 'key:a', [{ name: 'minute', limit: 2, windowMs: MINUTE_MS }], 3), 2);
+    assert.equal(admittedOf(limiter, 'key:a', [{ name: 'hour', limit: 2, windowMs: 3_600_000 }], 3), 2);
+  });
+
+  test('the sweep, once a minute, forgets subjects and marks whose every window has ended, and nothing live', async () => {
+    const { clock, limiter } = memoryLimiter();
+    const limits = limitsOf(2, 3);
+    const dayOnly = [{ name: 'day', limit: 2, windowMs: DAY_MS }];
+    admittedOf(limiter, 'key:day', limits, 2);
+    admittedOf(limiter, 'key:day-only', dayOnly, 3);
+    admittedOf(limiter, 'addr:x', [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], 1);
+    await limiter.firstMark('m:minute', NOON + MINUTE_MS);
+    assert.equal(limiter.size, 4);
+    // The minute has ended, but no sweep has run since: what it held is no longer current all the same.
+    clock.ms = NOON + MINUTE_MS;
+    assert.deepEqual([...limiter.current()].map(([subject]) => subject).sort(), ['key:day', 'key:day-only']);
+    clock.ms = NOON + MINUTE_MS - 1;
+    assert.equal(admittedOf(limiter, 'key:other', limits, 1), 1);
+    assert.equal(limiter.size, 5, 'no sweep before a minute has passed');
+    clock.ms = NOON + MINUTE_MS;
+    assert.equal(admittedOf(limiter, 'key:other', limits, 1), 1);
+    assert.equal(limiter.size, 3, 'the ended minute subject and mark are gone; the days stay');
+    assert.equal(admittedOf(limiter, 'key:day-only', dayOnly, 1), 0, 'a live day keeps its count through the sweep');
+    assert.equal(admittedOf(limiter, 'key:day', limits, 3), 1, 'the day still holds the two spent');
+    await limiter.firstMark('m:day', Date.UTC(2026, 10, 23));
+    admittedOf(limiter, 'addr:y', [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], 1);
+    assert.equal(limiter.size, 5);
+    clock.ms = NOON + 2 * MINUTE_MS;
+    limiter.observe('key:seen', limits, [NOON + 2 * MINUTE_MS, Date.UTC(2026, 10, 22)], [1, 1], [0, 0], 0, NOON + 2 * MINUTE_MS);
+    assert.equal(limiter.size, 5, 'observe sweeps too (the ended addr:y goes), and keeps what it was told');
+    assert.equal(await limiter.firstMark('m:day', Date.UTC(2026, 10, 23)), NOON + MINUTE_MS, 'a live mark outlives the sweep');
+    await limiter.close();
+    assert.equal(limiter.size, 0, 'close forgets counters and marks');
+  });
+
+  test('a wall clock stepped forward neither ends a window early nor, stepped back, reopens it', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 10_000);
+    const limits = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 3);
+    clock.step(DAY_MS);
+    const refused = limiter.consumeNow('key:a', limits);
+    assert.equal(refused.allowed, false, 'a day ahead, the minute still has 50 s of real time');
+    assert.equal(refused.windows[0]!.resetAtMs, clock.now() + 50_000, 'told as the real time it has left');
+    clock.step(-DAY_MS - 30_000); // 11:59:40 by the wall clock: before the window
+    assert.equal(limiter.consumeNow('key:a', limits).allowed, false, 'stepped back, the same window goes on');
+    clock.advance(50_000); // its 50 s of real time have passed: 12:00:30 by the wall clock, the window it counted
+    assert.equal(limiter.consumeNow('key:a', limits).allowed, false, 'not reopened within its length since it began counting');
+    clock.advance(10_000); // a minute of real time since it began counting
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 3, 'a window never counts longer than its length');
+  });
+
+  test('a clock stepped a day forward and back holds a window no longer than its length (the next one begins on the true clock)', () => {
+    const { clock, limiter } = memoryLimiter(NOON);
+    const limits = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    clock.step(DAY_MS);
+    assert.equal(admittedOf(limiter, 'key:d', limits, 6), 5);
+    clock.step(-DAY_MS);
+    const refused = limiter.consumeNow('key:d', limits);
+    assert.ok(refused.windows[0]!.resetAtMs - clock.now() <= MINUTE_MS, 'Retry-After never promises more than a minute');
+    clock.advance(MINUTE_MS);
+    const next = limiter.consumeNow('key:d', limits);
+    assert.equal(next.allowed, true, 'a minute of real time later, a new window');
+    assert.equal(next.windows[0]!.resetAtMs, NOON + 2 * MINUTE_MS, 'named by the wall clock as it now reads');
+  });
+
+  test('a window begun mid-way by the wall clock lasts only what it has left, and its successor begins on the next edge', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 45_000);
+    const limits = [{ name: 'minute', limit: 2, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:m', limits, 3), 2);
+    clock.advance(15_000);
+    assert.equal(admittedOf(limiter, 'key:m', limits, 3), 2, 'the next minute at 12:01:00');
+    clock.step(-59_000); // back to 12:00:01: the minute of 12:00 began counting 75 s ago, so it is not reopened
+    const after = limiter.consumeNow('key:m', limits);
+    assert.equal(after.allowed, false, 'the 12:01 window goes on: it began 0 s ago in real time');
+  });
+
+  test("unanchored (a Redis fallback that never heard Redis's clock): a window begins with what the one before admitted", () => {
+    const clock = new FakeClock(NOON + 50_000);
+    const limiter = new MemoryRateLimiter({ clock, unanchored: () => true });
+    const limits = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:u', limits, 2), 2);
+    clock.advance(11_000); // 12:01:01 by this clock
+    const next = limiter.consumeNow('key:u', limits);
+    assert.equal(next.allowed, true);
+    assert.equal(next.windows[0]!.remaining, 0, 'the two of the minute before count: its clock may be off from the true one');
+    assert.equal(limiter.consumeNow('key:u', limits).allowed, false);
+    clock.advance(MINUTE_MS);
+    assert.equal(admittedOf(limiter, 'key:u', limits, 5), 2, 'the one of the minute before counts against this one');
+    const anchored = memoryLimiter(NOON + 50_000);
+    assert.equal(admittedOf(anchored.limiter, 'key:u', limits, 2), 2);
+    anchored.clock.advance(11_000);
+    assert.equal(admittedOf(anchored.limiter, 'key:u', limits, 5), 3, 'anchored, each minute is its own');
+  });
+
+  test("observe takes Redis's totals as others' counts beside this instance's own; current lists them", () => {
+    const { limiter } = memoryLimiter(NOON + 5_000);
+    const limits = limitsOf(60, 1_000);
+    const differs = limiter.observe('key:a', limits, [NOON, Date.UTC(2026, 10, 22)], [58, 990], [1, 1], 1, NOON + 5_000);
+    assert.equal(differs, false, 'Redis holds the one this answer admitted here');
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 2);
+    const [only] = [...limiter.current()];
+    const [subject, counts] = only!;
+    assert.equal(subject, 'key:a');
+    assert.deepEqual(
+      counts.counters.map((c) => [c.name, c.own, c.others, c.end]),
+      [
+        ['minute', 3, 57, NOON + MINUTE_MS],
+        ['day', 3, 989, Date.UTC(2026, 10, 23)],
+      ],
+    );
+    assert.equal(counts.unsynced, true, 'admitted in memory: Redis does not have those two');
+  });
+
+  test("observe says when Redis's part for this instance is not what it admitted, and a later window starts from Redis's", () => {
+    const { clock, limiter } = memoryLimiter(NOON + 5_000);
+    const limits = limitsOf(10, 1_000);
+    const starts = [NOON, Date.UTC(2026, 10, 22)];
+    assert.equal(limiter.observe('key:a', limits, starts, [5, 5], [1, 1], 1, NOON + 5_000), false);
+    assert.equal(limiter.observe('key:a', limits, starts, [7, 7], [3, 3], 1, NOON + 5_000), true, 'one more than admitted here');
+    const counts = [...limiter.current()][0]![1];
+    assert.equal(counts.unsynced, true);
+    assert.deepEqual(
+      counts.counters.map((c) => c.own),
+      [2, 2],
+      'its own count stays what it admitted',
+    );
+    clock.ms = NOON + MINUTE_MS;
+    limiter.observe('key:a', limits, [NOON + MINUTE_MS, starts[1]!], [1, 8], [1, 3], 1, NOON + MINUTE_MS);
+    assert.deepEqual(
+      limiter.consumeNow('key:a', limits).windows.map((w) => w.remaining),
+      [8, 991],
+      'a new minute from what Redis said; the day from the others it holds and the three here',
+    );
+  });
+
+  test('a mark is the first of its period until the period ends, per subject', async () => {
+    const { clock, limiter } = memoryLimiter();
+    assert.equal(await limiter.firstMark('m:a', NOON + MINUTE_MS), NOON);
+    clock.ms = NOON + 30_000;
+    assert.equal(await limiter.firstMark('m:a', NOON + MINUTE_MS), NOON);
+    assert.equal(await limiter.firstMark('m:b', NOON + MINUTE_MS), NOON + 30_000, 'another subject has its own');
+    clock.ms = NOON + MINUTE_MS;
+    assert.equal(await limiter.firstMark('m:a', NOON + 2 * MINUTE_MS), NOON + MINUTE_MS, 'a new period');
+    clock.ms = NOON + 10 * MINUTE_MS; // a sweep forgets ended marks; a new one starts again
+    admittedOf(limiter, 'key:x', limitsOf(1, 1), 1);
+    assert.equal(await limiter.firstMark('m:b', NOON + 11 * MINUTE_MS), NOON + 10 * MINUTE_MS);
+  });
+
+  test('close forgets everything', async () => {
+    const { limiter } = memoryLimiter();
+    admittedOf(limiter, 'key:a', limitsOf(1, 1), 1);
+    await limiter.close();
+    assert.equal(admittedOf(limiter, 'key:a', limitsOf(1, 1), 1), 1);
+  });
+});
