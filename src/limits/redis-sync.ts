@@ -164,6 +164,12 @@ export class RedisSync {
     }
   }
 
+  /** Redis holds another part for this instance than it admitted: back to memory until a raise puts it right. */
+  resync(): void {
+    this.degrade(undefined);
+    this.#bringBack();
+  }
+
   async close(): Promise<void> {
     this.#closing = true;
     clearTimeout(this.#retryTimer);

@@ -267,7 +267,7 @@ export class RedisRateLimiter implements RateLimiter {
     const totals = limits.map((_, i) => Number(reply[i * 2 + 2]));
     const owns = limits.map((_, i) => Number(reply[i * 2 + 3]));
     // Redis holding another part for this instance than it admitted: a raise puts it right, in the background.
-    if (this.#fallback.observe(subject, limits, starts, totals, owns, counted, nowMs)) this.#sync.degrade(undefined);
+    if (this.#fallback.observe(subject, limits, starts, totals, owns, counted, nowMs)) this.#sync.resync();
     if (counted > 0 && cap > 1) {
       const windows = { names: limits.map((w) => w.name), starts, limits: limits.map((w) => w.limit), countsAfter: totals };
       const remaining = this.#blocks.granted(subject, counted, windows, nowMs);

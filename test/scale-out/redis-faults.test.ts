@@ -63,6 +63,34 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
   /** Redis asleep for `seconds`, from another connection: every command queues behind it. */
   const stall = (seconds: number) => admin.call('DEBUG', 'SLEEP', String(seconds));
 
+  // Every decision and raise that times out while Redis hangs runs once it is back, late: none counts again.
+  for (const fault of ['paused (SIGSTOP) with its connections open', 'asleep for 7 s (DEBUG SLEEP)'] as const) {
+    test(`a Redis ${fault} while a key keeps sending: once back, it holds each admission once, in the minute and the day`, async (t) => {
+      const metrics = createMetrics();
+      const prefix = newKeyPrefix();
+      const l = await limiter(metrics, prefix);
+      const limits = limitsOf(60, 1_000);
+      let yes = await admitted(l, 'key:hung', limits, 1);
+      const paused = fault.startsWith('paused');
+      let asleep: Promise<unknown> | undefined;
+      if (paused) {
+        redis.child.kill('SIGSTOP');
+        atEnd(t, () => void redis.child.kill('SIGCONT'));
+      } else asleep = stall(7);
+      for (let i = 0; i < (paused ? 40 : 16); i++) {
+        if ((await l.consume('key:hung', limits)).allowed) yes++;
+        await sleep(450);
+      }
+      if (paused) redis.child.kill('SIGCONT');
+      await asleep;
+      await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+      await sleep(300); // anything Redis still had queued has run
+      assert.equal(await countedIn(admin, windowKey(prefix, 'key:hung', 'minute')), yes, `${yes} admitted`);
+      assert.equal(await countedIn(admin, windowKey(prefix, 'key:hung', 'day')), yes);
+      assert.equal(await admitted(l, 'key:hung', limits, 70), 60 - yes, 'a client that honoured every limit gets the rest of its minute');
+    });
+  }
+
   test('a reply slower than the timeout: the fallback starts from what Redis last gave, so a spent minute stays spent', async () => {
     const metrics = createMetrics();
     const lines: string[] = [];
