@@ -4,9 +4,10 @@
  * or a newer database needs nothing, and waits for the migration lock another process holds; with
  * MIGRATIONS=refuse, `serve` and `keys` refuse a database that lacks migrations (one alone too, as a
  * normal release finds it), in words naming its version, the version needed and `petstore migrate`,
- * change nothing, and start on a current or newer one. On PostgreSQL a migration whose DDL waits 3 s for a table lock (past the 2 s bound of the
- * service's own statements) does not fail, a MIGRATIONS=refuse start meanwhile waits for it and then
- * serves, and MIGRATION_STATEMENT_TIMEOUT_MS bounds such a wait.
+ * change nothing, and start on a current or newer one. On PostgreSQL a migration whose DDL waits 3 s
+ * for a table lock (past the 2 s bound of the service's own statements) does not fail, a
+ * MIGRATIONS=refuse start meanwhile waits for it and then serves, and MIGRATION_STATEMENT_TIMEOUT_MS
+ * bounds such a wait.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
