@@ -11,10 +11,11 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NGINX, startNginx, type RunningNginx } from '../support/nginx.ts';
+import { NGINX_MISSING, startNginx, type RunningNginx } from '../support/nginx.ts';
 import { startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
+import { toolMissing } from '../support/tools.ts';
 
 const ANONYMOUS_LIMIT = 5;
 
@@ -28,7 +29,7 @@ async function awayFromMinuteBoundary(): Promise<void> {
   if (second >= 50) await sleep((61 - second) * 1000);
 }
 
-describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX ? false : 'nginx is not installed' }, () => {
+describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: toolMissing('the proxy test', NGINX_MISSING) }, () => {
   let service: ServerProcess;
   let nginx: RunningNginx;
   let port: number;
@@ -103,14 +104,3 @@ describe('behind nginx with deploy/nginx.conf and TRUST_PROXY=1', { skip: NGINX 
     assert.equal((await from('127.0.0.2', port, '/metrics')).status, 403);
   });
 });
-
-if (!NGINX) {
-  console.log(
-    ['', '#'.repeat(78), '#  SKIPPED: the proxy test (nginx is not installed: apt-get install nginx-light).', '#'.repeat(78), ''].join(
-      '\n',
-    ),
-  );
-  if (process.env.CI === 'true') {
-    test('nginx is installed (CI runs the proxy test)', () => assert.fail('nginx is not installed; .ci/run installs nginx-light'));
-  }
-}

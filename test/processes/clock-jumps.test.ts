@@ -15,6 +15,7 @@ import { requestHash } from '../../src/services/idempotent-creates.ts';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import { keysCreateJson, runCli, startServerProcess, type EnvOverrides, type ServerProcess } from '../support/processes.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
+import { toolMissing } from '../support/tools.ts';
 import { eventually } from '../support/waiting.ts';
 
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -34,7 +35,9 @@ interface Answer {
   replayed: boolean;
 }
 
-describe('a wall clock that jumps', { skip: existsSync(LIBFAKETIME) ? false : `libfaketime is not installed (${LIBFAKETIME})` }, () => {
+const noFaketime = existsSync(LIBFAKETIME) ? undefined : `libfaketime is not installed at ${LIBFAKETIME}: apt-get install -y faketime`;
+
+describe('a wall clock that jumps', { skip: toolMissing('the clock jump tests', noFaketime) }, () => {
   const suite = suiteOwner();
   let env: EnvOverrides;
   let server: ServerProcess;

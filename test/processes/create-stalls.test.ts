@@ -21,6 +21,7 @@ import { createTestDatabase, requirePostgres, untilWaitingOnLocks } from '../sup
 import { pgbouncerInstalled, startPgbouncer } from '../support/pgbouncer.ts';
 import { keysCreate, startServerProcess, type ServerProcess } from '../support/processes.ts';
 import { atEnd, killAtExit, tempDir } from '../support/temp.ts';
+import { requireTool } from '../support/tools.ts';
 import { eventually } from '../support/waiting.ts';
 
 /** A 503's Retry-After while storage is unavailable or locked (docs/scale-out.md, docs/reliability.md). */
@@ -86,12 +87,9 @@ interface Setup {
 /** Runs fn with a database of its own (and a PgBouncer in front, through it), all undone when the test ends. */
 async function withSetup(t: TestContext, through: 'direct' | 'pgbouncer', fn: (setup: Setup) => Promise<void>) {
   if (!requirePostgres(t, `creates held up by a lock, ${through}`)) return;
-  if (through === 'pgbouncer' && !pgbouncerInstalled()) {
-    console.log('# SKIPPED: creates held up by a lock through PgBouncer (not installed: apt-get install pgbouncer)');
-    if (process.env.CI === 'true') throw new Error('CI=true needs PgBouncer');
-    t.skip('PgBouncer not installed');
-    return;
-  }
+  const noPgbouncer =
+    through === 'pgbouncer' && !pgbouncerInstalled() ? 'PgBouncer is not installed: apt-get install -y pgbouncer' : undefined;
+  if (!requireTool(t, 'creates held up by a lock through PgBouncer', noPgbouncer)) return;
   const database = await createTestDatabase(t);
   // A failed check leaves its lock held; the drop at the end ends every connection, which is no error here.
   const client = () => {

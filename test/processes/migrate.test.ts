@@ -2,11 +2,12 @@
  * `petstore migrate` and MIGRATIONS=refuse, as processes on both engines: migrate applies what a database
  * lacks (a new one, one the previous release left at version 5) and says so in one line, says a current
  * or a newer database needs nothing, and waits for the migration lock another process holds; with
- * MIGRATIONS=refuse, `serve` and `keys` refuse a database that lacks migrations, in words naming its
- * version, the version needed and `petstore migrate`, change nothing, and start on a current or newer
- * one. On PostgreSQL a migration whose DDL waits 3 s for a table lock (past the 2 s bound of the
- * service's own statements) does not fail, a MIGRATIONS=refuse start meanwhile waits for it and then
- * serves, and MIGRATION_STATEMENT_TIMEOUT_MS bounds such a wait.
+ * MIGRATIONS=refuse, `serve` and `keys` refuse a database that lacks migrations (one alone too, as a
+ * normal release finds it), in words naming its version, the version needed and `petstore migrate`,
+ * change nothing, and start on a current or newer one. On PostgreSQL a migration whose DDL waits 3 s
+ * for a table lock (past the 2 s bound of the service's own statements) does not fail, a
+ * MIGRATIONS=refuse start meanwhile waits for it and then serves, and MIGRATION_STATEMENT_TIMEOUT_MS
+ * bounds such a wait.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -19,7 +20,7 @@ import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.ts';
 import { createTestDatabase, requirePostgres, untilWaitingOnLocks, withPostgres } from '../support/engines.ts';
 import { holdMigrationLock, holdSqliteWriteLock, holdTableLock, type LockHolder } from '../support/lock-holders.ts';
-import { BIG, oldPostgresDatabase, oldSqliteDatabase } from '../support/old-databases.ts';
+import { BIG, oldPostgresDatabase, oldSqliteDatabase, previousPostgresDatabase, previousSqliteDatabase } from '../support/old-databases.ts';
 import {
   explain,
   keysCreate,
@@ -46,6 +47,8 @@ interface Setup {
   versions(): Promise<number[]>;
   /** Makes it the previous release's database; its versions after `petstore migrate`, and what migrate applies. */
   makeOld(): Promise<{ at: number; applied: string }>;
+  /** Makes it a database one migration behind this release, as a normal release finds it. */
+  makePrevious(): Promise<void>;
   /** Records a version this release does not know, as a later release's migrate would. */
   recordLaterVersion(): Promise<unknown>;
   /** The migration lock held by another process, and the words for it in the waiting line. */
@@ -77,6 +80,7 @@ const ENGINES = {
         oldSqliteDatabase(file, 4);
         return { at: 5, applied: 'migrations 2 and 6 to 9' };
       },
+      makePrevious: async () => previousSqliteDatabase(file),
       recordLaterVersion: async () =>
         withDb((db) => db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(LATEST + 1, 'a later release', Date.now())),
       holdMigrationLock: async () => ({
@@ -101,6 +105,7 @@ const ENGINES = {
         await oldPostgresDatabase(url);
         return { at: 5, applied: 'migrations 6 to 9' };
       },
+      makePrevious: () => previousPostgresDatabase(url),
       recordLaterVersion: async () =>
         withPostgres(url, (c) => c.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [LATEST + 1, 'a later release', Date.now()])),
       holdMigrationLock: async () => {
@@ -196,6 +201,30 @@ for (const [name, setUp] of Object.entries(ENGINES)) {
       const pet = await fetch(`${server.url}/v1/pets/${BIG.id}`, { headers: { authorization: `Bearer ${key}` } });
       assert.equal(pet.status, 200);
       assert.equal(await pet.text(), `{"id":${BIG.id},"name":"Big","categoryId":${BIG.categoryId},"status":"available"}`);
+    });
+
+    // A normal release adds exactly one migration: a refusal must not need two missing.
+    test('a database one migration behind: refused under MIGRATIONS=refuse and left as it was; migrate applies that one', async (t) => {
+      const setup = await setUp(t);
+      if (!setup) return;
+      await setup.makePrevious();
+      const before = await setup.versions();
+      assert.deepEqual(
+        before,
+        SQLITE_MIGRATIONS.slice(0, -1).map((m) => m.version),
+      );
+      const env = { ...setup.env, ...REFUSE, PORT: '0' };
+      const refused = refusal(setup.database, `schema version ${LATEST - 1}`, `migration ${LATEST}`);
+      const [served, listed] = await Promise.all([runCli(['serve'], env), runCli(['keys', 'list'], env)]);
+      assertRefused(['serve'], served, refused);
+      assertRefused(['keys', 'list'], listed, refused);
+      assert.deepEqual(await setup.versions(), before, 'nothing applied');
+
+      const migrated = await runCli(['migrate'], env);
+      assert.equal(migrated.code, 0, explain(['migrate'], migrated));
+      assert.match(migrated.stdout, migratedLine(setup.database, `version ${LATEST - 1}`, `migration ${LATEST}`));
+      const server = await startServerProcess(env, { owner: t });
+      assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
     });
 
     test('a database ahead of this release: migrate applies nothing and says so; MIGRATIONS=refuse serves it', async (t) => {

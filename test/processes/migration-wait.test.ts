@@ -3,18 +3,20 @@
  * lock (an advisory lock, here held as an operator's session holds it), on SQLite the file's write lock.
  * `petstore serve` and `petstore keys` wait, say so once, and go on once the lock is released, also when
  * it is held past the per-statement bound that used to end them ("Query read timeout"); past
- * MIGRATION_LOCK_WAIT_MS they exit 1 with a line naming the lock, the wait and the setting. Real locks,
- * real processes.
+ * MIGRATION_LOCK_WAIT_MS they exit 1 with a line naming the lock, the wait and the setting, and on
+ * SQLite near that bound, whichever it is. Real locks, real processes.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MIGRATION_LOCK } from '../../src/storage/postgres/migration-lock.ts';
 import { createTestDatabase, requirePostgres, withPostgres } from '../support/engines.ts';
 import { holdMigrationLock, holdSqliteWriteLock, type LockHolder } from '../support/lock-holders.ts';
-import { explain, lastLine, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
-import { tempDir } from '../support/temp.ts';
+import { CLI, cliEnv, explain, lastLine, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
+import { killAtExit, tempDir } from '../support/temp.ts';
 import { eventually, settledFlag } from '../support/waiting.ts';
 
 /**
@@ -157,3 +159,45 @@ for (const [name, setUp] of Object.entries(ENGINES)) {
     });
   });
 }
+
+/**
+ * How long `petstore keys list` went on after it first wrote to stderr (the line that says it waits, a
+ * moment into the wait) until it exited; with its exit code.
+ */
+async function waitedAfterSaying(env: Record<string, string>): Promise<{ code: number | null; ms: number; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, 'keys', 'list'], { cwd: tmpdir(), env: cliEnv(env), stdio: ['ignore', 'ignore', 'pipe'] });
+  killAtExit(child);
+  let said: number | undefined;
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    said ??= performance.now();
+    stderr += chunk;
+  });
+  const stuck = setTimeout(() => child.kill('SIGKILL'), 20_000); // far past either bound: a wait not bounded at all
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearTimeout(stuck);
+  return { code, ms: performance.now() - (said ?? performance.now()), stderr };
+}
+
+describe('sqlite: MIGRATION_LOCK_WAIT_MS bounds the wait for the write lock', () => {
+  // Generous bounds, far apart: a wait fixed at any one time, or unbounded, fails one of the two.
+  test('a start gives up near a wait of 1 s, and waits longer for a wait of 6 s', async (t) => {
+    const file = join(tempDir(t), 'petstore.db');
+    await holdSqliteWriteLock(t, file);
+    const env = { DATABASE_URL: `sqlite:${file}`, PORT: '0' };
+    const [short, long] = await Promise.all([
+      waitedAfterSaying({ ...env, MIGRATION_LOCK_WAIT_MS: '1000' }),
+      waitedAfterSaying({ ...env, MIGRATION_LOCK_WAIT_MS: '6000' }),
+    ]);
+    for (const [name, run, [least, most]] of [
+      ['1 s', short, [200, 3000]],
+      ['6 s', long, [4500, 9000]],
+    ] as const) {
+      assert.equal(run.code, 1, `MIGRATION_LOCK_WAIT_MS of ${name}: gave up\n${run.stderr}`);
+      assert.ok(
+        run.ms >= least && run.ms <= most,
+        `MIGRATION_LOCK_WAIT_MS of ${name}: waited ${Math.round(run.ms)} ms after saying so, not ${least} to ${most}`,
+      );
+    }
+  });
+});

@@ -4,10 +4,12 @@
  * and stop with npm's own EBADDEVENGINES error naming the version needed and the version found. The
  * project's preinstall and prestart scripts are the second line, for an npm that ignores devEngines
  * (npm 10.8, as Node.js 20 ships it) or is told to (--force): one line naming the version needed,
- * rather than `node: bad option` or a syntax error. Run with the machine's own Node.js (/usr/bin/node,
- * 20 on this image) and npm, in a scratch copy of package.json and package-lock.json, with an empty
- * npm cache and a registry nobody listens on, so that any download would show as a network error;
- * skipped where that Node.js is missing or new enough, or that npm too old to read devEngines.
+ * rather than `node: bad option` or a syntax error. Run with the `node` and `npm` in
+ * PETSTORE_TEST_OLD_NODE_BIN (the machine's own in /usr/bin by default; .ci/run provisions Node.js 20
+ * with npm 10.9), in a scratch copy of package.json and package-lock.json, with an empty npm cache
+ * and a registry nobody listens on, so that any download would show as a network error; skipped
+ * loudly where that Node.js is missing or new enough, or that npm too old to read devEngines, and
+ * failed then under CI=true.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -17,10 +19,15 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { freePort } from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
+import { requireTool } from '../support/tools.ts';
 
 const run = promisify(execFile);
-const OLD_NODE = '/usr/bin/node';
-const OLD_NPM = '/usr/bin/npm';
+const OLD_BIN = process.env.PETSTORE_TEST_OLD_NODE_BIN || '/usr/bin';
+const OLD_NODE = join(OLD_BIN, 'node');
+const OLD_NPM = join(OLD_BIN, 'npm');
+/** The old Node.js first, so that npm and the scripts it runs find it as `node`. */
+const OLD_PATH = `${OLD_BIN}:/usr/bin:/bin`;
+const INSTALL_HINT = 'set PETSTORE_TEST_OLD_NODE_BIN to a folder holding both; .ci/run provisions Node.js 20 and npm 10.9 there';
 const PACKAGE = new URL('../../package.json', import.meta.url);
 const LOCK = new URL('../../package-lock.json', import.meta.url);
 const manifest = JSON.parse(readFileSync(PACKAGE, 'utf8')) as {
@@ -34,6 +41,8 @@ const older = (version: string, major: number, minor: number) => {
   return a < major || (a === major && b < minor);
 };
 
+const noOldNode = `no Node.js older than ${needed[1]}.${needed[2]} at ${OLD_NODE} with an npm at ${OLD_NPM}: ${INSTALL_HINT}`;
+
 async function oldNodeVersion(): Promise<string | undefined> {
   if (!existsSync(OLD_NODE) || !existsSync(OLD_NPM)) return undefined;
   const { stdout } = await run(OLD_NODE, ['--version']);
@@ -43,7 +52,7 @@ async function oldNodeVersion(): Promise<string | undefined> {
 /** The old Node.js's npm with ARGS in dir: its exit status and all it printed. */
 async function oldNpm(dir: string, args: string[]): Promise<{ code: number | string; output: string }> {
   // The machine's own Node.js and npm alone; none of an npm test run's own settings (npm_config_*).
-  const env: NodeJS.ProcessEnv = { HOME: process.env.HOME, PATH: '/usr/bin:/bin', npm_config_update_notifier: 'false' };
+  const env: NodeJS.ProcessEnv = { HOME: process.env.HOME, PATH: OLD_PATH, npm_config_update_notifier: 'false' };
   try {
     // Past a minute, npm is retrying a download: the refusal came too late.
     const { stdout, stderr } = await run(OLD_NPM, args, { cwd: dir, env, timeout: 60_000 });
@@ -66,10 +75,10 @@ async function scratch(t: Parameters<typeof tempDir>[0]): Promise<{ dir: string;
 
 test('npm install, npm ci and npm start refuse an old Node.js before anything is fetched, naming the version needed', async (t) => {
   const version = await oldNodeVersion();
-  if (version === undefined) return t.skip(`no Node.js older than ${needed[0]} at ${OLD_NODE} with ${OLD_NPM}`);
-  const npmVersion = (await run(OLD_NPM, ['--version'], { env: { PATH: '/usr/bin:/bin' } })).stdout.trim();
-  if (older(npmVersion, 10, 9))
-    return t.skip(`npm ${npmVersion} predates devEngines (10.9): there the preinstall refuses, after the download`);
+  if (!requireTool(t, 'the old Node.js test', version === undefined ? noOldNode : undefined) || version === undefined) return;
+  const npmVersion = (await run(OLD_NPM, ['--version'], { env: { PATH: OLD_PATH } })).stdout.trim();
+  const tooOld = `npm ${npmVersion} at ${OLD_NPM} predates devEngines (10.9): there the preinstall refuses, after the download; ${INSTALL_HINT}`;
+  if (!requireTool(t, 'the old Node.js test', older(npmVersion, 10, 9) ? tooOld : undefined)) return;
   const { dir, offline } = await scratch(t);
   const { runtime } = manifest.devEngines;
   assert.deepEqual(runtime, { name: 'node', version: manifest.engines.node, onFail: 'error' }, 'the floor engines names, refused');
@@ -93,7 +102,7 @@ test('npm install, npm ci and npm start refuse an old Node.js before anything is
 
 test('forced past devEngines, npm start and npm install still refuse an old Node.js in one line that names the version needed', async (t) => {
   const version = await oldNodeVersion();
-  if (version === undefined) return t.skip(`no Node.js older than ${needed[0]} at ${OLD_NODE} with ${OLD_NPM}`);
+  if (!requireTool(t, 'the old Node.js test', version === undefined ? noOldNode : undefined) || version === undefined) return;
   const { dir, offline } = await scratch(t);
   // The scripts alone (npm install --force would fetch everything first, then run the preinstall).
   for (const script of ['prestart', 'preinstall']) {

@@ -15,10 +15,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config.ts';
 import { createTestDatabase, newKeyPrefix, POSTGRES_URL, REDIS_URL, requirePostgres } from '../support/engines.ts';
-import { NGINX, SHIPPED_NGINX_CONF, startNginx, type RunningNginx } from '../support/nginx.ts';
+import { NGINX_MISSING, SHIPPED_NGINX_CONF, startNginx, type RunningNginx } from '../support/nginx.ts';
 import { CLI, exitWithin, freePort, startServerCommand, unlimitedKey, type ServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
+import { toolMissing } from '../support/tools.ts';
 
 const CLIENTS = 16;
 const INSTANCES = 3;
@@ -92,7 +93,9 @@ async function storedPets(url: string, key: string): Promise<Map<number, Pet>> {
   return stored;
 }
 
-describe('a rolling restart of three instances behind deploy/nginx.conf', { skip: NGINX ? false : 'nginx is not installed' }, () => {
+const noNginx = toolMissing('the rolling restart test', NGINX_MISSING);
+
+describe('a rolling restart of three instances behind deploy/nginx.conf', { skip: noNginx }, () => {
   // Undone in reverse: nginx and the instances (the last started first), the Redis keys, the
   // database, then nginx's folder.
   const suite = suiteOwner();
@@ -179,11 +182,3 @@ test('the shipped timings agree: nginx closes idle connections to an instance be
   assert.ok(proxyIdle * 1000 < config.keepAliveTimeoutMs, 'nginx, not the instance, ends idle connections');
   assert.ok(seconds(composeEnv.stop_grace_period ?? '10s') * 1000 > config.shutdownTimeoutMs, 'compose does not kill a shutdown under way');
 });
-
-if (!NGINX) {
-  console.log(['', '#'.repeat(78), '#  SKIPPED: the rolling restart test (nginx is not installed).', '#'.repeat(78), ''].join('\n'));
-  if (process.env.CI === 'true') {
-    test('nginx is installed (CI runs the rolling restart test)', () =>
-      assert.fail('nginx is not installed; .ci/run installs nginx-light'));
-  }
-}

@@ -1,8 +1,9 @@
 /**
  * The IdempotentCreates service on a real store (a SQLite file, and PostgreSQL when
  * PETSTORE_TEST_POSTGRES_URL is set) with a clock the test moves: the outcomes a route turns into
- * answers, the release of a claim whose create failed (and only then), fencing, and the purge of
- * expired claims at most once a minute, off the caller's path. On PostgreSQL also creates held up by a
+ * answers, the release of a claim whose create failed (and only then), fencing, the take-over of a
+ * claim stamped by a clock ahead once the stale age of real time has passed, and the purge of expired
+ * claims at most once a minute, off the caller's path. On PostgreSQL also creates held up by a
  * lock on the pets table: one that timed out, and one whose claim was taken over while it waited.
  */
 import assert from 'node:assert/strict';
@@ -149,6 +150,28 @@ for (const engine of ENGINES) {
         );
         assert.deepEqual(await creates.create(scope('ahead'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS });
       }));
+
+    // The stamp's skew must not block the key: it is taken over by real time since it was first seen.
+    for (const [skew, aheadMs] of [
+      ['30 s', 30_000],
+      ['a day', IDEMPOTENCY_WINDOW_MS],
+    ] as const) {
+      test(`an unfinished claim stamped ${skew} ahead is taken over once the stale age of real time has passed since it was first seen`, (t) =>
+        withService(t, engine.open, async (creates, store, clock) => {
+          const stampedAt = clock.ms + aheadMs;
+          const held = await store.claimIdempotencyKey(scope('ahead'), requestHash(REX), stampedAt, clock.ms - 1, CLAIM_STALE_MS);
+          assert.equal(held.state, 'claimed');
+          assert.deepEqual(await creates.create(scope('ahead'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS });
+          clock.advance(CLAIM_STALE_MS - 1);
+          assert.deepEqual(await creates.create(scope('ahead'), REX), { outcome: 'in_flight', retryInMs: 1 }, 'not before');
+          clock.advance(1);
+          const taken = await creates.create(scope('ahead'), REX);
+          assert.equal(taken.outcome, 'created', 'taken over, long before the wall clock reaches the stamp');
+          assert.equal(await store.createPetIdempotently(scope('ahead'), (held as { token: string }).token, REX), undefined, 'fenced');
+          assert.deepEqual(await creates.create(scope('ahead'), REX), { outcome: 'replayed', pet: (taken as { pet: Pet }).pet });
+          assert.equal(await petCount(store), 1);
+        }));
+    }
 
     test('a create that fails releases its claim: the corrected request may use the key', (t) =>
       withService(t, engine.open, async (creates, store) => {

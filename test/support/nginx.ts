@@ -14,6 +14,8 @@ import { killAtExit } from './temp.ts';
 
 /** The nginx binary, where it is installed (apt-get install nginx-light). */
 export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
+/** What a test behind nginx says is missing (tools.ts), or undefined when it is installed. */
+export const NGINX_MISSING = NGINX ? undefined : 'nginx is not installed: apt-get install -y nginx-light';
 
 const TEMP_FOLDERS = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'];
 

@@ -2,12 +2,15 @@
  * Databases as the previous release left them, for the upgrade tests (storage/migrations.test.ts) and
  * `petstore migrate` (processes/migrate.test.ts): SQLite in its old numbering, at any of its versions, and
  * PostgreSQL at version 5, each with a pet whose id is above 2^53, a banned key with an expiry, and
- * idempotency keys that stored whole responses.
+ * idempotency keys that stored whole responses. And a database one migration behind this release, as
+ * a normal release finds it.
  */
 import pg from 'pg';
 import type { Pet } from '../../src/domain/pet.ts';
 import { requestHash } from '../../src/services/idempotent-creates.ts';
+import { POSTGRES_MIGRATIONS } from '../../src/storage/postgres/migrations.ts';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
+import { SQLITE_MIGRATIONS } from '../../src/storage/sqlite/migrations.ts';
 
 export const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 export const HOUR = 3_600_000;
@@ -151,6 +154,40 @@ export async function oldPostgresDatabase(url: string): Promise<void> {
         c.body,
         c.location,
       ]);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/** This release's migrations but its last, as the previous release applied and recorded them. */
+const allButLast = <M>(migrations: readonly M[]): M[] => migrations.slice(0, -1);
+
+/** A SQLite file at the version before this release's latest: a normal release lacks exactly one migration. */
+export function previousSqliteDatabase(path: string): void {
+  const db = new DatabaseSync(path);
+  try {
+    db.exec('PRAGMA journal_mode = WAL');
+    db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+    const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+    for (const m of allButLast(SQLITE_MIGRATIONS)) {
+      if (m.sql) db.exec(m.sql);
+      record.run(m.version, m.name, NOW);
+    }
+  } finally {
+    db.close();
+  }
+}
+
+/** The (empty) PostgreSQL database at url brought to the version before this release's latest. */
+export async function previousPostgresDatabase(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)');
+    for (const m of allButLast(POSTGRES_MIGRATIONS)) {
+      await client.query(m.sql);
+      await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, NOW]);
     }
   } finally {
     await client.end();
