@@ -228,7 +228,7 @@ function stateOf(r: ListedKey, nowMs: number): string {
   if (r.revokedAt) return `revoked ${r.revokedAt}`;
   if (r.expiresAt && Date.parse(r.expiresAt) <= nowMs) return `expired ${r.expiresAt}`;
   if (r.bannedUntil && r.banEndTooFar)
-    return `ban stored until ${r.bannedUntil}, too far: a server ends it one ban length after reading it`;
+    return `ban stored until ${r.bannedUntil}, too far: each server ends it within one ban length of first reading it`;
   if (r.bannedUntil) return `banned until ${r.bannedUntil}`;
   return 'active';
 }

@@ -250,8 +250,8 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
         console.log(`Both count against the same minute and day limits and share bans.`);
         if (out.bannedUntil && tooFar)
           say(
-            `${retired.id} has a ban stored until ${out.bannedUntil}, further than a ban lasts (servers end it one ban length ` +
-              `after reading it), which ${out.id} shares; petstore keys unban lifts it for both.`,
+            `${retired.id} has a ban stored until ${out.bannedUntil}, further than a ban lasts (each server ends it ` +
+              `within one ban length of first reading it), which ${out.id} shares; petstore keys unban lifts it for both.`,
           );
         else if (out.bannedUntil)
           say(`${retired.id} is banned until ${out.bannedUntil}, so ${out.id} is too; petstore keys unban lifts it for both.`);
