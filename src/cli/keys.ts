@@ -159,10 +159,16 @@ export async function unbanKey(store: Store, id: string, nowMs: number): Promise
   return keys.filter((k) => k.subjectId === key.subjectId && k.id !== id);
 }
 
-/** Every key with the end of its subject's ban, as `keys list` shows them. */
-export async function listKeys(store: Store, nowMs: number) {
+/**
+ * Every key with the end of its subject's ban, as `keys list` shows them. An end further than banDurationMs
+ * (BAN_DURATION_SECONDS) from nowMs is marked: servers do not believe it (docs/rate-limits.md, "A clock that jumps").
+ */
+export async function listKeys(store: Store, nowMs: number, banDurationMs = Infinity) {
   const bans = new Map((await store.listBans(nowMs)).map((b) => [b.keyId, b.bannedUntil.getTime()]));
-  return (await store.listKeys()).map((key) => describeKey(key, bans.get(key.subjectId)));
+  return (await store.listKeys()).map((key) => {
+    const banEndMs = bans.get(key.subjectId);
+    return describeKey(key, banEndMs, banEndMs !== undefined && banEndMs - nowMs > banDurationMs);
+  });
 }
 
 export async function changePlan(store: Store, id: string, options: CreateKeyOptions): Promise<ApiKey> {
@@ -192,7 +198,8 @@ export async function setExpiry(store: Store, id: string, at: string | undefined
   return (await store.updateKey(id, { expiresAtMs }))!;
 }
 
-export function describeKey(key: ApiKey, banEndMs: number | undefined) {
+/** `banEndTooFar`: the ban's stored end is more than one ban length away, so servers end it sooner (listKeys). */
+export function describeKey(key: ApiKey, banEndMs: number | undefined, banEndTooFar = false) {
   return {
     id: key.id,
     prefix: key.prefix,
@@ -205,6 +212,7 @@ export function describeKey(key: ApiKey, banEndMs: number | undefined) {
     revokedAt: key.revokedAt?.toISOString() ?? null,
     expiresAt: key.expiresAt?.toISOString() ?? null,
     bannedUntil: banEndMs === undefined ? null : new Date(banEndMs).toISOString(),
+    banEndTooFar,
     /** The id its limits and bans are kept under: its own, or the first key of the rotations it came from. */
     subjectId: key.subjectId,
   };
@@ -219,6 +227,8 @@ type ListedKey = ReturnType<typeof describeKey>;
 function stateOf(r: ListedKey, nowMs: number): string {
   if (r.revokedAt) return `revoked ${r.revokedAt}`;
   if (r.expiresAt && Date.parse(r.expiresAt) <= nowMs) return `expired ${r.expiresAt}`;
+  if (r.bannedUntil && r.banEndTooFar)
+    return `ban stored until ${r.bannedUntil}, too far: each server ends it within one ban length of first reading it`;
   if (r.bannedUntil) return `banned until ${r.bannedUntil}`;
   return 'active';
 }
@@ -227,7 +237,7 @@ function stateOf(r: ListedKey, nowMs: number): string {
 function shortStateOf(r: ListedKey, nowMs: number): string {
   if (r.revokedAt) return 'revoked';
   if (r.expiresAt && Date.parse(r.expiresAt) <= nowMs) return 'expired';
-  if (r.bannedUntil) return 'banned';
+  if (r.bannedUntil) return r.banEndTooFar ? 'ban end too far' : 'banned';
   return r.expiresAt ? `until ${r.expiresAt.slice(0, 10)}` : 'active';
 }
 

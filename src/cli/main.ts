@@ -238,15 +238,22 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       return;
     }
     case 'rotate': {
-      const rotated = await withStore(config, (store) => k.rotateKey(store, id, text(values.grace), Date.now()));
+      const nowMs = Date.now();
+      const rotated = await withStore(config, (store) => k.rotateKey(store, id, text(values.grace), nowMs));
       const { key, retired, bannedUntilMs } = rotated;
-      const out = k.describeKey(rotated.record, bannedUntilMs);
+      const tooFar = bannedUntilMs !== undefined && bannedUntilMs - nowMs > config.banDurationSeconds * 1000;
+      const out = k.describeKey(rotated.record, bannedUntilMs, tooFar);
       if (json) {
         console.log(jsonLine({ ...out, key, replaces: retired.id, replacedExpiresAt: retired.expiresAt!.toISOString() }));
       } else {
         say(`Created ${out.id} to replace ${retired.id}, which keeps working until ${retired.expiresAt!.toISOString()}.`);
         console.log(`Both count against the same minute and day limits and share bans.`);
-        if (out.bannedUntil)
+        if (out.bannedUntil && tooFar)
+          say(
+            `${retired.id} has a ban stored until ${out.bannedUntil}, further than a ban lasts (each server ends it ` +
+              `within one ban length of first reading it), which ${out.id} shares; petstore keys unban lifts it for both.`,
+          );
+        else if (out.bannedUntil)
           say(`${retired.id} is banned until ${out.bannedUntil}, so ${out.id} is too; petstore keys unban lifts it for both.`);
         console.log('This is the only time the key is shown; store it now:');
         console.log(key);
@@ -268,7 +275,7 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
       return;
     }
     case 'list': {
-      const rows = await withStore(config, (store) => k.listKeys(store, Date.now()));
+      const rows = await withStore(config, (store) => k.listKeys(store, Date.now(), config.banDurationSeconds * 1000));
       console.log(json ? jsonLine(rows) : k.formatKeyTable(rows, Date.now(), { wide: values.wide === true }));
       return;
     }

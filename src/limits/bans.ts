@@ -2,7 +2,9 @@
  * Temporary bans of keys that keep sending after 429 (docs/rate-limits.md). A refusal counts only BAN_GRACE_MS
  * after its window's first refusal, so requests already in flight never do; BAN_THRESHOLD counted in a minute
  * bans the subject (shared by rotations) for BAN_DURATION_SECONDS, to the whole second, as Retry-After says:
- * that much real time on the instance that placed or read it, whatever its wall clock does meanwhile.
+ * that much real time on the instance that placed it, whatever its wall clock does meanwhile. A stored end
+ * more than one ban length from a reader's now is not believed (a clock that was ahead set it): it is
+ * read as ending one ban length after it was first read, so it ends within twice its length.
  */
 import type { BanStore } from '../storage/store.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -42,9 +44,9 @@ export class KeyBans {
   /** Each key's ban as last read from the store, reused for cacheTtlMs. */
   readonly #cache: TtlCache<string, KnownBan>;
   /**
-   * The bans this instance has read or placed, kept while they last in real time: a ban read again with
+   * The latest ban of each key this instance has read or placed, ended ones too: a ban read again with
    * the same stored end keeps the real end it was first given, so a wall clock stepped either way neither
-   * lengthens nor lifts it. Only bans in force are kept, so this is as small as the banned keys.
+   * lengthens, lifts nor restarts it. One entry per banned key; an unban's empty read removes it.
    */
   readonly #lasting = new Map<string, KnownBan>();
   /** The store read on its way for each key. */
@@ -100,14 +102,19 @@ export class KeyBans {
     return reading;
   }
 
-  /** Remembers a ban read or placed at nowMs (by the limiter's clock). */
-  #know(keyId: string, storedEndMs: number, nowMs: number): KnownBan {
+  /** Remembers a ban read (or, `placed`, placed here) at nowMs by the limiter's clock. */
+  #know(keyId: string, storedEndMs: number, nowMs: number, placed = false): KnownBan {
     const elapsedMs = this.#clock.elapsed();
     const lasting = this.#lasting.get(keyId);
+    const inForce = lasting !== undefined && lasting.endsAtElapsedMs > elapsedMs;
     let ban: KnownBan;
-    if (lasting !== undefined && (lasting.storedEndMs === storedEndMs || lasting.unstored)) ban = lasting;
-    else ban = { storedEndMs, endsAtElapsedMs: elapsedMs + storedEndMs - nowMs };
-    if (ban.endsAtElapsedMs > elapsedMs) this.#lasting.set(keyId, ban);
+    if (!placed && lasting !== undefined && (lasting.storedEndMs === storedEndMs || (lasting.unstored && inForce))) ban = lasting;
+    else {
+      // A stored end more than one ban length from now was set by a clock ahead (or this one is behind).
+      const believedEndMs = placed ? storedEndMs : Math.min(storedEndMs, nowMs + this.#policy.durationMs);
+      ban = { storedEndMs, endsAtElapsedMs: elapsedMs + believedEndMs - nowMs };
+    }
+    if (ban.storedEndMs !== 0) this.#lasting.set(keyId, ban);
     else this.#lasting.delete(keyId);
     this.#cache.set(keyId, ban, elapsedMs);
     return ban;
@@ -128,20 +135,13 @@ export class KeyBans {
     // unbanned by the operator is not banned again by refusals it had already made in this window.
     if (!refusals.allowed || refusals.windows[0]!.remaining > 0) return undefined;
     const bannedUntilMs = Math.ceil((nowMs + this.#policy.durationMs) / 1000) * 1000;
-    this.#forgetEnded();
     try {
       await this.#store.banKey(keyId, bannedUntilMs);
     } catch (err) {
-      this.#lasting.set(keyId, { ...this.#know(keyId, bannedUntilMs, nowMs), unstored: true });
+      this.#lasting.set(keyId, { ...this.#know(keyId, bannedUntilMs, nowMs, true), unstored: true });
       throw new BanNotStoredError(bannedUntilMs, err);
     }
-    this.#know(keyId, bannedUntilMs, nowMs);
+    this.#know(keyId, bannedUntilMs, nowMs, true);
     return bannedUntilMs;
-  }
-
-  /** Bans of keys not seen again since they ended; swept when a ban is placed, so as few as bans are. */
-  #forgetEnded(): void {
-    const elapsedMs = this.#clock.elapsed();
-    for (const [keyId, ban] of this.#lasting) if (ban.endsAtElapsedMs <= elapsedMs) this.#lasting.delete(keyId);
   }
 }

@@ -7,18 +7,17 @@
  * Each case checks the server's Date header first, so it cannot pass on a clock that did not move.
  */
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { requestHash } from '../../src/services/idempotent-creates.ts';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
+import { faketimeEnv, requireLibfaketime, skipWithoutLibfaketime } from '../support/faketime.ts';
 import { keysCreateJson, runCli, startServerProcess, type EnvOverrides, type ServerProcess } from '../support/processes.ts';
 import { atEnd, suiteOwner, tempDir } from '../support/temp.ts';
-import { toolMissing } from '../support/tools.ts';
 import { eventually } from '../support/waiting.ts';
 
-const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const DAY_S = 86_400;
 const HOUR_S = 3_600;
 const KEY_CACHE_TTL_MS = 2000;
@@ -35,9 +34,7 @@ interface Answer {
   replayed: boolean;
 }
 
-const noFaketime = existsSync(LIBFAKETIME) ? undefined : `libfaketime is not installed at ${LIBFAKETIME}: apt-get install -y faketime`;
-
-describe('a wall clock that jumps', { skip: toolMissing('the clock jump tests', noFaketime) }, () => {
+describe('a wall clock that jumps', { skip: skipWithoutLibfaketime() }, () => {
   const suite = suiteOwner();
   let env: EnvOverrides;
   let server: ServerProcess;
@@ -45,6 +42,7 @@ describe('a wall clock that jumps', { skip: toolMissing('the clock jump tests', 
   let database: string;
 
   before(async () => {
+    requireLibfaketime();
     const dir = tempDir(suite);
     database = join(dir, 'petstore.db');
     offsetFile = join(dir, 'faketime');
@@ -56,10 +54,7 @@ describe('a wall clock that jumps', { skip: toolMissing('the clock jump tests', 
         KEY_CACHE_TTL_MS: String(KEY_CACHE_TTL_MS),
         BAN_THRESHOLD: '3',
         BAN_DURATION_SECONDS: String(BAN_SECONDS),
-        LD_PRELOAD: LIBFAKETIME,
-        FAKETIME_TIMESTAMP_FILE: offsetFile,
-        FAKETIME_NO_CACHE: '1',
-        FAKETIME_DONT_FAKE_MONOTONIC: '1',
+        ...faketimeEnv(offsetFile),
       },
       { owner: suite },
     );

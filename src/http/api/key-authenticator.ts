@@ -6,7 +6,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { environmentOfKey, formatOfKey, hashKey, type ApiKey, type Environment } from '../../domain/api-key.ts';
-import type { Clock } from '../../domain/clock.ts';
+import { BoundedWallClock, type Clock } from '../../domain/clock.ts';
 import { HOUR_MS } from '../../domain/durations.ts';
 import type { HashPrefixSet } from '../../domain/hash-prefix-set.ts';
 import type { KeyTags } from '../../domain/key-tags.ts';
@@ -28,7 +28,10 @@ export interface KeyAuthenticatorOptions {
   environment: Environment;
   /** How long a found key, or a key found not to exist, is remembered (KEY_CACHE_TTL_MS). */
   cacheTtlMs: number;
-  /** Keys' expiries are instants of its wall clock; the caches' lifetimes are measured on its elapsed clock. */
+  /**
+   * Keys' expiries are instants of its wall clock, never followed back (BoundedWallClock.latest); the
+   * caches' lifetimes are measured on its elapsed clock.
+   */
   clock: Clock;
   /** Checks the tags of keys issued since tags, with the database's secret. */
   tags: KeyTags;
@@ -56,6 +59,8 @@ export class KeyAuthenticator {
   /** The lookup on its way for each key, which every request presenting that key waits for. */
   readonly #inFlight = new Map<string, Promise<ApiKey | undefined>>();
   readonly #clock: Clock;
+  /** Expiries are judged by its latest reading: a clock stepped back does not keep a retired key working. */
+  readonly #wall: BoundedWallClock;
   readonly #tags: KeyTags;
   readonly #untagged: HashPrefixSet;
   readonly #onLookup: () => void;
@@ -68,6 +73,7 @@ export class KeyAuthenticator {
     this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs });
     this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs });
     this.#clock = options.clock;
+    this.#wall = new BoundedWallClock(options.clock);
     this.#onLookup = options.onLookup ?? (() => undefined);
   }
 
@@ -129,8 +135,8 @@ export class KeyAuthenticator {
     if (key === undefined || key.environment !== this.#environment) return unauthorized('Invalid API key');
     if (key.revokedAt !== null) return unauthorized('This API key has been revoked', key.id);
     // Checked against the clock on every request, so an expiry takes effect at its moment even
-    // while the key sits in the cache.
-    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#clock.now()) {
+    // while the key sits in the cache; a clock stepped forward ends it early, never late.
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= this.#wall.latest()) {
       return unauthorized(`This API key expired at ${key.expiresAt.toISOString()}`, key.id);
     }
     return { key };
