@@ -47,6 +47,15 @@ const journalOf = (path: string) =>
 /** The state letter of a process (Linux): `t` while it is stopped under its tracer. */
 const stateOf = (pid: number) => /\) (\S) /.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1];
 
+/** What a process runs, or undefined once it has ended (Linux). */
+const commandOf = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
+  } catch {
+    return undefined;
+  }
+};
+
 /** x86-64's rename(2), which libuv's rename calls: a stop at another call (a thread's clone) is not the rename. */
 const RENAME = '82';
 
@@ -107,7 +116,8 @@ describe('restore', () => {
     let restorer: number | undefined;
     while (restorer === undefined || !heldAtRename(restorer)) {
       if (tracer.exitCode !== null) assert.fail(`the restore ended before it was seen at its rename: ${output}`);
-      restorer = childrenOf(tracer.pid!)[0];
+      // strace starts short-lived children of its own before the one that runs node.
+      restorer = childrenOf(tracer.pid!).find((pid) => commandOf(pid) === process.execPath);
       await sleep(5);
     }
     tracer.kill('SIGSTOP');
