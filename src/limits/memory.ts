@@ -239,9 +239,12 @@ export class MemoryRateLimiter implements RateLimiter {
 
   #sweep(elapsed: number): void {
     this.#nextSweepElapsed = elapsed + MINUTE_MS;
-    // A subject whose every window has ended is worth nothing, nor what it admitted without Redis; unanchored,
-    // not before a window's length more, as the next window begins with it.
-    const kept = this.#unanchored() ? (c: Counter) => c.endsAtElapsed + c.end - c.start : (c: Counter) => c.endsAtElapsed;
+    // A subject is kept until none of its windows can go on: a clock stepped back continues a window until its
+    // length since it began (#next), so forgetting it at its end would reopen it. Unanchored, a window's length
+    // past its end, as the next window begins with what it admitted.
+    const kept = this.#unanchored()
+      ? (c: Counter) => c.endsAtElapsed + c.end - c.start
+      : (c: Counter) => Math.max(c.endsAtElapsed, c.begunAtElapsed + c.end - c.start);
     for (const [subject, counts] of this.#subjects) if (counts.counters.every((c) => kept(c) <= elapsed)) this.#subjects.delete(subject);
     for (const [subject, m] of this.#marks) if (m.endsAtElapsed <= elapsed) this.#marks.delete(subject);
   }

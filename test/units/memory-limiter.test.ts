@@ -119,6 +119,21 @@ describe('the in-process limiter', () => {
     assert.equal(limiter.size, 0, 'close forgets counters and marks');
   });
 
+  test('the sweep keeps a window begun mid-way past its end, until its length since it began: a clock then stepped back continues it', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 10_000);
+    const limits = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'addr:x', limits, 1), 1, 'a sweep, the next due a minute later');
+    clock.ms = NOON + 50_000;
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 3, 'begun 10 s before its end');
+    clock.ms = NOON + 71_000; // ended by the wall clock, and the next sweep is due
+    assert.equal(admittedOf(limiter, 'addr:y', limits, 1), 1);
+    assert.equal(limiter.size, 2, 'key:a is kept through the sweep, addr:x is not');
+    clock.step(-16_000); // back into the window key:a began in, within its length since then
+    assert.equal(admittedOf(limiter, 'key:a', limits, 1), 0, 'not reopened');
+    clock.ms += 40_000; // its length since it began has passed: the window the wall clock names is a new one
+    assert.equal(admittedOf(limiter, 'key:a', limits, 5), 3);
+  });
+
   test('a wall clock stepped forward neither ends a window early nor, stepped back, reopens it', () => {
     const { clock, limiter } = memoryLimiter(NOON + 10_000);
     const limits = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];

@@ -1,0 +1,215 @@
+/**
+ * The in-process limiter and the temporary bans against their reference model (test/support/memory-limit-model.ts):
+ * random sequences of requests from several keys, real time passing (a moment, a minute, a day), the wall clock
+ * stepped either way by up to a day and a restart, on a real SQLite store and a clock in the test's hand. Each
+ * answer is the model's (admitted or refused, what is left, when it resets, banned and until when), and the
+ * trace keeps the promises that do not depend on the model: a refusal only with the limit admitted within the
+ * window's length of real time, no period longer than its window or above its limit and none reopened within
+ * its length, a ban only at the threshold and past the grace, and none held past its duration (from its first
+ * read after a restart).
+ *
+ * Seeded: the seed is printed; PETSTORE_MODEL_SEED=N replays it, PETSTORE_MODEL_RUNS=N sets how many sequences.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { createKey } from '../../src/cli/keys.ts';
+import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
+import { KeyBans, type BanPolicy } from '../../src/limits/bans.ts';
+import { nearestExhaustion, type WindowLimit } from '../../src/limits/limiter.ts';
+import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
+import { FakeClock } from '../support/fake-clock.ts';
+import { BanModel, ModelSubject } from '../support/memory-limit-model.ts';
+import { tempDir } from '../support/temp.ts';
+
+const LIMITS: WindowLimit[] = [
+  { name: 'minute', limit: 4, windowMs: MINUTE_MS },
+  { name: 'day', limit: 14, windowMs: DAY_MS },
+];
+const POLICY: BanPolicy = { threshold: 3, graceMs: 1000, durationMs: 5 * MINUTE_MS, cacheTtlMs: 2000 };
+const KEYS = 3;
+
+type Action =
+  | { kind: 'requests'; key: number; count: number; apartMs: number }
+  | { kind: 'wait'; ms: number }
+  | { kind: 'step'; ms: number }
+  | { kind: 'restart' };
+
+const actionArb: fc.Arbitrary<Action> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('requests'),
+      key: fc.nat(KEYS - 1),
+      count: fc.integer({ min: 1, max: 8 }),
+      apartMs: fc.nat(700),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('wait'),
+      ms: fc.oneof(
+        fc.integer({ min: 1, max: 3_000 }),
+        fc.integer({ min: 1, max: 2 * MINUTE_MS }),
+        fc.integer({ min: 1, max: DAY_MS + MINUTE_MS }),
+      ),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('step'),
+      ms: fc.oneof(fc.integer({ min: -90_000, max: 90_000 }), fc.integer({ min: -DAY_MS, max: DAY_MS }), fc.constantFrom(-DAY_MS, DAY_MS)),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: 'restart' as const }) },
+);
+
+/** What a request got, at which real time: the trace the promises are checked on. */
+type Outcome = 'admitted' | 'refused' | 'banned';
+interface Event {
+  key: number;
+  real: number;
+  outcome: Outcome;
+}
+
+/** The promises, checked on the trace alone. */
+function checkTrace(events: Event[], bans: { key: number; real: number }[], restarts: number[], firstReads: Map<string, number>) {
+  const of = (key: number, outcome: Outcome, from: number, to: number) =>
+    events.filter((e) => e.key === key && e.outcome === outcome && e.real > from && e.real <= to).length;
+  for (const e of events) {
+    if (e.outcome === 'refused') {
+      const earned = LIMITS.some((w) => of(e.key, 'admitted', e.real - w.windowMs, e.real) >= w.limit);
+      assert.ok(earned, `key ${e.key} refused at ${e.real} without the limit admitted within the window's length before`);
+    }
+    if (e.outcome === 'banned') {
+      const placed = bans.filter((b) => b.key === e.key && b.real <= e.real).at(-1);
+      assert.ok(placed !== undefined, `key ${e.key} banned at ${e.real} with no ban placed`);
+      const restartedSince = restarts.some((r) => r > placed.real && r <= e.real);
+      const bound = restartedSince
+        ? firstReads.get(`${e.key}@${restarts.filter((r) => r <= e.real).at(-1)}`)! + POLICY.durationMs
+        : placed.real + POLICY.durationMs + 1000;
+      assert.ok(e.real < bound, `key ${e.key} still banned at ${e.real}, past ${bound} (placed at ${placed.real})`);
+    }
+  }
+  for (const b of bans) {
+    assert.ok(of(b.key, 'refused', b.real - MINUTE_MS, b.real) >= POLICY.threshold, `key ${b.key} banned at ${b.real} below the threshold`);
+    const since = restarts.filter((r) => r <= b.real).at(-1) ?? -Infinity;
+    const firstRefused = events.find((e) => e.key === b.key && e.outcome === 'refused' && e.real >= since);
+    assert.ok(firstRefused !== undefined && b.real - firstRefused.real >= POLICY.graceMs, `key ${b.key} banned within the grace`);
+  }
+}
+
+/** Every period the model counted keeps its window's promises. */
+function checkPeriods(subjects: Iterable<ModelSubject>) {
+  for (const subject of subjects) {
+    for (const w of subject.windows) {
+      const begun = new Map<number, number>();
+      for (const p of w.periods) {
+        assert.ok(p.count <= w.limit, `a period counted ${p.count}, above ${w.limit}`);
+        assert.ok(p.endsAt - p.begunAt <= w.windowMs, `a period of ${p.endsAt - p.begunAt} ms, longer than ${w.windowMs}`);
+        const before = begun.get(p.label);
+        assert.ok(
+          before === undefined || p.begunAt - before >= w.windowMs,
+          `window ${p.label} reopened ${p.begunAt - before!} ms after it began`,
+        );
+        begun.set(p.label, p.begunAt);
+      }
+    }
+  }
+}
+
+async function run(actions: Action[], dir: string, n: number): Promise<void> {
+  const store = openSqliteStore({ path: join(dir, `model-${n}.db`), synchronous: 'normal' });
+  try {
+    const ids = await Promise.all(
+      Array.from({ length: KEYS }, async () => (await createKey(store, 'production', { plan: 'free' })).record.id),
+    );
+    const clock = new FakeClock(Date.UTC(2030, 0, 15, 23, 58, 30));
+    let limiter = new MemoryRateLimiter({ clock });
+    let bans = new KeyBans(store, limiter, clock, POLICY);
+    let models = ids.map(() => new ModelSubject(LIMITS));
+    const everyModel = [...models];
+    const banModel = new BanModel(POLICY);
+    const events: Event[] = [];
+    const placed: { key: number; real: number }[] = [];
+    const restarts: number[] = [];
+    const firstReads = new Map<string, number>();
+
+    const request = async (key: number) => {
+      const id = ids[key]!;
+      const wall = clock.now();
+      const real = clock.elapsed();
+      const where = `key ${key}, request ${events.length}, wall ${new Date(wall).toISOString()}, real ${real}`;
+      const readAt = `${key}@${restarts.at(-1)}`;
+      if (!firstReads.has(readAt)) firstReads.set(readAt, real);
+      const bannedUntil = await bans.bannedUntil(id, wall);
+      const bannedFor = banModel.bannedFor(id, wall, real);
+      assert.equal(bannedUntil === undefined ? undefined : bannedUntil - wall, bannedFor, `${where}: banned for`);
+      if (bannedFor !== undefined) return void events.push({ key, real, outcome: 'banned' });
+      const decision = limiter.consumeNow(`key:${id}`, LIMITS);
+      const expected = models[key]!.decide(wall, real);
+      assert.equal(decision.allowed, expected.allowed, `${where}: admitted`);
+      decision.windows.forEach((w, i) => {
+        assert.equal(w.remaining, expected.remaining[i], `${where}: ${w.name} remaining`);
+        // The reset told is when the period ends, to within the second the wall clock's own edge may differ by.
+        assert.ok(
+          Math.abs(w.resetAtMs - wall - expected.leftMs[i]!) < 1000,
+          `${where}: ${w.name} resets in ${w.resetAtMs - wall}, not ${expected.leftMs[i]}`,
+        );
+      });
+      events.push({ key, real, outcome: decision.allowed ? 'admitted' : 'refused' });
+      if (decision.allowed) return;
+      const refusing = nearestExhaustion(decision.windows);
+      const mark = `refusals:${id}:${refusing.name}:${refusing.resetAtMs}`;
+      const end = await bans.recordRefusal(id, decision);
+      assert.equal(end, banModel.refusal(id, mark, refusing.resetAtMs, wall, real), `${where}: the ban placed`);
+      if (end !== undefined) placed.push({ key, real });
+    };
+
+    for (const action of actions) {
+      switch (action.kind) {
+        case 'requests':
+          for (let i = 0; i < action.count; i++) {
+            await request(action.key);
+            clock.advance(action.apartMs);
+          }
+          break;
+        case 'wait':
+          clock.advance(action.ms);
+          break;
+        case 'step':
+          clock.step(action.ms);
+          break;
+        case 'restart':
+          await limiter.close();
+          limiter = new MemoryRateLimiter({ clock });
+          bans = new KeyBans(store, limiter, clock, POLICY);
+          models = ids.map(() => new ModelSubject(LIMITS));
+          everyModel.push(...models);
+          banModel.restart();
+          restarts.push(clock.elapsed());
+          break;
+      }
+    }
+    checkPeriods(everyModel);
+    checkTrace(events, placed, restarts, firstReads);
+  } finally {
+    store.close();
+  }
+}
+
+test('requests, waits up to a day, wall clocks stepped a day either way and restarts keep the limiter and the bans to the model', async (t) => {
+  const dir = tempDir(t);
+  const seed = Number(process.env.PETSTORE_MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  const numRuns = Number(process.env.PETSTORE_MODEL_RUNS ?? 300);
+  console.log(`in-process limits model: seed ${seed}, ${numRuns} sequences (PETSTORE_MODEL_SEED=${seed} replays them)`);
+  let n = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.array(actionArb, { minLength: 5, maxLength: 40 }), (actions) => run(actions, dir, n++)),
+    { seed, numRuns, path: process.env.PETSTORE_MODEL_PATH },
+  );
+});
