@@ -17,6 +17,10 @@ const testFiles = [
   'test/units/domain.test.ts',
   'test/units/ttl-cache.test.ts',
   'test/units/limits.test.ts',
+  'test/units/memory-limiter.test.ts',
+  'test/units/bans.test.ts',
+  // The in-process limiter and the bans against their model: 300 random sequences, about 3 s.
+  'test/units/limits-model.test.ts',
   'test/http/rate-limits.test.ts',
   'test/storage/idempotent-creates.test.ts',
   'test/http/idempotency.test.ts',
@@ -30,7 +34,12 @@ const testFiles = [
 // The Redis limiter's own tests drive it in-process and need nothing but Redis (and redis-server, for a
 // Redis of their own that they stall and restart).
 if (process.env.PETSTORE_TEST_REDIS_URL)
-  testFiles.push('test/scale-out/quota-blocks.test.ts', 'test/scale-out/redis-faults.test.ts', 'test/scale-out/redis-limiter.test.ts');
+  testFiles.push(
+    'test/scale-out/quota-blocks.test.ts',
+    'test/scale-out/redis-faults.test.ts',
+    'test/scale-out/redis-limiter.test.ts',
+    'test/scale-out/limiter-model.test.ts',
+  );
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {

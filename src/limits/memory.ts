@@ -194,6 +194,33 @@ export class MemoryRateLimiter implements RateLimiter {
     return differs;
   }
 
+  /**
+   * The windows' own clock is first known (Redis's, read before the first raise): every counter begun by this
+   * instance's wall clock is renamed to the window that clock names at nowMs, keeping what this instance admitted
+   * within a window's length of real time (its own count and what was carried into it; that of a counter ended
+   * less than its length ago), so that its next raise puts those admissions in Redis's current window. Wherever
+   * its clock was, no window of Redis's then sees more than the limit from it.
+   */
+  anchor(nowMs: number): void {
+    const elapsed = this.#clock.elapsed();
+    for (const counts of this.#subjects.values()) {
+      for (const c of counts.counters) {
+        if (c.name === '') continue;
+        const windowMs = c.end - c.start;
+        const live = c.endsAtElapsed > elapsed;
+        const own = live ? c.own + c.others : elapsed - c.endsAtElapsed < windowMs ? c.own : 0;
+        c.start = windowStart(nowMs, windowMs);
+        c.end = c.start + windowMs;
+        c.begunAtElapsed = elapsed;
+        c.endsAtElapsed = elapsed + c.end - nowMs;
+        c.own = own;
+        c.others = 0;
+      }
+      counts.unsynced = true;
+      counts.changes++;
+    }
+  }
+
   /** Takes `delta` from this instance's own count in the windows that still start at `starts` (a block handed back). */
   adjustOwn(subject: string, starts: readonly number[], delta: number): void {
     const counts = this.#subjects.get(subject);

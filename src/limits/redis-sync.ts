@@ -33,6 +33,8 @@ export interface RedisSyncOptions {
   id: string;
   keysOf: (subject: string, windows: readonly { name: string }[]) => string[];
   scriptClock: () => number;
+  /** Before the first raise: reads Redis's clock when this instance has never heard it, and names the fallback's windows by it. */
+  anchorClock: () => Promise<void>;
   /** The command timeout: a command sent has its answer, or has failed, this long after it was sent. */
   timeoutMs: number;
   log: FastifyBaseLogger;
@@ -45,6 +47,7 @@ export class RedisSync {
   readonly #id: string;
   readonly #keysOf: RedisSyncOptions['keysOf'];
   readonly #scriptClock: () => number;
+  readonly #anchorClock: () => Promise<void>;
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
   readonly #metrics: Metrics;
@@ -73,6 +76,7 @@ export class RedisSync {
     this.#id = options.id;
     this.#keysOf = options.keysOf;
     this.#scriptClock = options.scriptClock;
+    this.#anchorClock = options.anchorClock;
     this.#timeoutMs = options.timeoutMs;
     this.#log = options.log;
     this.#metrics = options.metrics;
@@ -197,6 +201,16 @@ export class RedisSync {
     while (this.inFlight > 0) await sleep(Math.min(50, this.#timeoutMs));
     const everything = this.#countsMayBeLost;
     this.#countsMayBeLost = false;
+    const cannot = (err: unknown) => {
+      this.#countsMayBeLost ||= everything;
+      this.leaveAlone();
+      this.#log.warn({ err }, 'Redis answers again but could not be brought up to date: rate limiting stays in memory for now');
+    };
+    try {
+      await this.#anchorClock();
+    } catch (err) {
+      return cannot(err);
+    }
     const raised = new Set<string>();
     for (;;) {
       const due = [...this.#fallback.current()].filter(
@@ -205,15 +219,7 @@ export class RedisSync {
       const batch = due.slice(0, RAISE_BATCH);
       const results = await Promise.allSettled(batch.map(([subject, counts]) => this.#raiseOne(subject, counts)));
       const failed = results.find((r) => r.status === 'rejected');
-      if (failed) {
-        this.#countsMayBeLost ||= everything;
-        this.leaveAlone();
-        this.#log.warn(
-          { err: failed.reason },
-          'Redis answers again but could not be brought up to date: rate limiting stays in memory for now',
-        );
-        return;
-      }
+      if (failed) return cannot(failed.reason);
       for (const [subject] of batch) raised.add(subject);
       if (due.length <= RAISE_BATCH) break;
     }

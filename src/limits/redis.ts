@@ -90,6 +90,7 @@ export class RedisRateLimiter implements RateLimiter {
       id: this.#id,
       keysOf: (subject, names) => this.#keysOf(subject, names),
       scriptClock: () => this.#scriptClock(),
+      anchorClock: () => this.#anchorClock(),
       timeoutMs: options.timeoutMs ?? 250,
       log: options.log,
       metrics: options.metrics,
@@ -288,6 +289,18 @@ export class RedisRateLimiter implements RateLimiter {
     const keys = windows.map((w) => `${this.#prefix}:{${subject}}:${w.name}:by-instance`);
     keys.push(`${this.#prefix}:{${subject}}:raised`);
     return keys;
+  }
+
+  /**
+   * An instance that decided in memory before it ever heard Redis named those windows by its own clock, which
+   * may be off from Redis's: Redis's TIME names them anew before they are raised, with what they admitted.
+   */
+  async #anchorClock(): Promise<void> {
+    if (this.#redisClock !== undefined || this.#fakeClock !== undefined) return;
+    const [seconds, micros] = await this.#redis.time();
+    const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    this.#fallback.anchor(nowMs);
+    this.#readClock(nowMs);
   }
 
   /** A reply's `now` sets the clock the fallback and the blocks go by. */

@@ -30,7 +30,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -52,8 +52,9 @@ import {
   type EnvOverrides,
   type ServerProcess,
 } from '../support/processes.ts';
+import { restoreUnderStrace } from '../support/held-restore.ts';
 import { ROOT } from '../support/project-copy.ts';
-import { atEnd, killAtExit, tempDir } from '../support/temp.ts';
+import { atEnd, tempDir } from '../support/temp.ts';
 import { requireTool } from '../support/tools.ts';
 
 interface Pet {
@@ -697,19 +698,9 @@ describe('what backup and restore protect', () => {
 
     // strace holds the restore 2 s at its rename, which puts the backup in place; once the path is
     // seen locked, strace itself is stopped, so that the restore waits there until the test goes on.
-    const args = ['-f', '-qq', '--seccomp-bpf', '-o', '/dev/null', '-e', 'trace=rename', '-e', 'inject=rename:delay_enter=2s'];
-    const tracer = spawn('strace', [...args, process.execPath, CLI, 'restore', backupFile], {
-      cwd: tmpdir(),
-      env: cliEnv(env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    killAtExit(tracer);
-    let output = '';
-    tracer.stdout.setEncoding('utf8').on('data', (c: string) => (output += c));
-    tracer.stderr.setEncoding('utf8').on('data', (c: string) => (output += c));
-    const restored = new Promise<number | null>((resolve) => tracer.on('close', resolve));
+    const { tracer, output, restored } = restoreUnderStrace(backupFile, env);
     while (locksOn(fresh).length === 0) {
-      if (tracer.exitCode !== null) assert.fail(`the restore never held a lock on ${fresh}: ${output}`);
+      if (tracer.exitCode !== null) assert.fail(`the restore never held a lock on ${fresh}: ${output()}`);
       await sleep(2);
     }
     const locked = identity(fresh);
@@ -727,8 +718,8 @@ describe('what backup and restore protect', () => {
     } finally {
       tracer.kill('SIGCONT');
     }
-    assert.equal(await restored, 0, output);
-    assert.match(output, /^Restored 20000 pets and 0 API keys of production /);
+    assert.equal(await restored, 0, output());
+    assert.match(output(), /^Restored 20000 pets and 0 API keys of production /);
     const keys = await created;
     // Read before the test opens the file itself (a read-only connection leaves a -wal and a -shm).
     assert.deepEqual(filesIn(folder), ['petstore.db'], 'no -wal or -shm of another file beside it');

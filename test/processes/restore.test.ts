@@ -5,16 +5,16 @@
  * it), its exclusive lock keeps every other connection out of the old file, readers too.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
-import { CLI, cliEnv, explain, runCli, type EnvOverrides } from '../support/processes.ts';
-import { killAtExit, tempDir } from '../support/temp.ts';
+import { restoreUnderStrace } from '../support/held-restore.ts';
+import { explain, runCli, type EnvOverrides } from '../support/processes.ts';
+import { tempDir } from '../support/temp.ts';
 import { requireTool } from '../support/tools.ts';
 
 /** A migrated database with a pet, and a backup of it made by `petstore backup`, in a folder of the test's own. */
@@ -102,20 +102,10 @@ describe('restore', () => {
     assert.equal(journalOf(db), 'rollback', 'as a restore leaves it, until a server opens it');
 
     // strace holds the restore at its rename, which replaces the file; stopped itself, it keeps it there.
-    const args = ['-f', '-qq', '--seccomp-bpf', '-o', '/dev/null', '-e', 'trace=rename', '-e', 'inject=rename:delay_enter=2s'];
-    const tracer = spawn('strace', [...args, process.execPath, CLI, 'restore', backup], {
-      cwd: tmpdir(),
-      env: cliEnv(env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    killAtExit(tracer);
-    let output = '';
-    tracer.stdout.setEncoding('utf8').on('data', (c: string) => (output += c));
-    tracer.stderr.setEncoding('utf8').on('data', (c: string) => (output += c));
-    const restored = new Promise<number | null>((resolve) => tracer.on('close', resolve));
+    const { tracer, output, restored } = restoreUnderStrace(backup, env);
     let restorer: number | undefined;
     while (restorer === undefined || !heldAtRename(restorer)) {
-      if (tracer.exitCode !== null) assert.fail(`the restore ended before it was seen at its rename: ${output}`);
+      if (tracer.exitCode !== null) assert.fail(`the restore ended before it was seen at its rename: ${output()}`);
       // strace starts short-lived children of its own before the one that runs node.
       restorer = childrenOf(tracer.pid!).find((pid) => commandOf(pid) === process.execPath);
       await sleep(5);
@@ -130,7 +120,7 @@ describe('restore', () => {
     } finally {
       tracer.kill('SIGCONT');
     }
-    assert.equal(await restored, 0, output);
+    assert.equal(await restored, 0, output());
     assert.equal(read, 'database is locked', 'a reader is kept out');
     assert.equal(written, 'database is locked', 'a writer is kept out');
   });

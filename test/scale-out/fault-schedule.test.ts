@@ -4,10 +4,11 @@
  * when Redis is paused (SIGSTOP, then SIGCONT) or shut down and started again empty, and when
  * instances are stopped (SIGTERM or SIGKILL) and started again, some while Redis is out (which is then
  * held out until they have answered a while, so that they decide before they ever hear from Redis),
- * some with their clock up to 30 s off (test/support/fault-schedules.ts). Throughout, clients send a
- * 20-a-minute key's requests round-robin over the instances, and creates with Idempotency-Keys, each
- * sent to two instances at once and then once more to the third, retrying on 409 and 503 after
- * Retry-After.
+ * some with their clock up to 30 s off, and when one instance's clock is stepped a day forward or back
+ * while it serves, then back (test/support/fault-schedules.ts); each process's wall clock is moved by
+ * libfaketime. Throughout, clients send a 20-a-minute key's requests round-robin over the instances,
+ * and creates with Idempotency-Keys, each sent to two instances at once and then once more to the
+ * third, retrying on 409 and 503 after Retry-After.
  *
  * Checked for each seed: in every minute window of its key, the documented limit
  * (test/support/minute-windows.ts: exactly the limit where no outage reached; else no instance above
@@ -24,6 +25,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -57,8 +60,9 @@ import {
   type ServerProcess,
 } from '../support/processes.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
-import { skewedClockEnv, skewMarker } from '../support/skewed-clock.ts';
+import { faketimeEnv, requireLibfaketime, skipWithoutLibfaketime } from '../support/faketime.ts';
 import { atEnd, tempDir } from '../support/temp.ts';
+import { eventually } from '../support/waiting.ts';
 
 const LIMIT = 20;
 /** The clients' small key: 20 a minute, a day that never runs out here. */
@@ -80,6 +84,19 @@ interface Instance {
   slot: number;
   server: ServerProcess;
   life: InstanceLife & { limiterLines: { at: number; shared: boolean }[] };
+  /** libfaketime's offset file for this process alone, and the offset (s) it holds while no step is under way. */
+  clockFile: string;
+  skewS: number;
+}
+
+/** Writes a process's wall clock offset, in seconds from the real clock, where libfaketime reads it at every reading. */
+const setOffset = (file: string, seconds: number) => writeFileSync(file, `${seconds >= 0 ? '+' : ''}${seconds}`);
+
+/** The offset (s) of a server's wall clock from the real one, by its Date header (whole seconds, cached up to 1 s). */
+async function offsetOf(url: string): Promise<number> {
+  const res = await fetch(`${url}/healthz`);
+  await res.arrayBuffer();
+  return (Date.parse(res.headers.get('date')!) - Date.now()) / 1000;
 }
 
 /** Three slots of one `petstore serve` each, restarted in place; every process that ran is kept for the bounds. */
@@ -108,8 +125,12 @@ class Fleet {
 
   /** A new process for the slot, not yet in the clients' rotation. */
   async #launch(slot: number, skewS: number): Promise<Instance> {
-    const name = `${slot}#${this.#generations[slot]!++}${skewS === 0 ? '' : `(${skewS > 0 ? '+' : ''}${skewS}s)`}`;
-    const env = skewS === 0 ? this.#env : { ...this.#env, ...skewedClockEnv(this.#dir, skewS * 1000) };
+    const generation = this.#generations[slot]!++;
+    const name = `${slot}#${generation}${skewS === 0 ? '' : `(${skewS > 0 ? '+' : ''}${skewS}s)`}`;
+    // Every process under libfaketime, its offset in a file of its own, so that any of them can have its clock stepped.
+    const clockFile = join(this.#dir, `clock-${slot}-${generation}`);
+    setOffset(clockFile, skewS);
+    const env = { ...this.#env, ...faketimeEnv(clockFile) };
     const life: Instance['life'] = { name, startedAt: Date.now(), signalledAt: undefined, stoppedAt: undefined, limiterLines: [] };
     this.lives.push(life);
     const server = await startServerProcess(env, { startWithinMs: 60_000 }); // three at once on a busy machine
@@ -125,9 +146,28 @@ class Fleet {
     };
     watch(server.stdout());
     server.child.stdout!.on('data', watch);
-    if (skewS !== 0) assert.match(server.stderr(), new RegExp(skewMarker(skewS * 1000)), `instance ${name} runs with its clock off`);
+    const off = await offsetOf(server.url);
+    assert.ok(Math.abs(off - skewS) < 3, `instance ${name} runs with its clock ${off} s off, not ${skewS}`);
     void server.exited.then(() => (life.stoppedAt = Date.now()));
-    return { slot, server, life };
+    return { slot, server, life, clockFile, skewS };
+  }
+
+  /**
+   * Steps the wall clock of the slot's running process by stepS, as NTP would, and back forS seconds later
+   * (nothing when the slot is restarting); returns whom it stepped. Checked by the process's Date header.
+   */
+  async stepClock(slot: number, stepS: number, forS: number): Promise<string | undefined> {
+    const instance = this.#slots[slot];
+    if (!instance) return undefined;
+    setOffset(instance.clockFile, instance.skewS + stepS);
+    let off = NaN;
+    await eventually(async () => {
+      off = await offsetOf(instance.server.url).catch(() => NaN);
+      return Math.abs(off - instance.skewS - stepS) < 3 || instance.server.child.exitCode !== null;
+    }, 5000).catch(() => assert.fail(`instance ${instance.life.name}'s clock is ${off} s off after a step of ${stepS} s`));
+    await sleep(forS * 1000);
+    setOffset(instance.clockFile, instance.skewS);
+    return instance.life.name;
   }
 
   /** Taken out of the clients' rotation, stopped, and started again. */
@@ -438,6 +478,8 @@ async function runFaults(
         return fleet.restart(fault.slot, fault.skewS, fault.signal);
       case 'instance-replace':
         return fleet.replace(fault.slot);
+      case 'instance-clock-step':
+        return fleet.stepClock(fault.slot, fault.stepS, fault.forS);
     }
   });
   await Promise.all(running);
@@ -493,6 +535,9 @@ interface SeedRun {
 
 test('a randomized schedule of Redis pauses and empty restarts, instance restarts and skewed clocks keeps the documented limits and one pet per Idempotency-Key', async (t) => {
   if (!requirePostgres(t, 'the randomized fault schedule on three instances')) return;
+  if (skipWithoutLibfaketime('the randomized fault schedule, whose instances run under libfaketime'))
+    return t.skip('libfaketime is not installed');
+  requireLibfaketime();
   const seeds = faultSeeds(process.env, 2);
   // Undone in reverse: the instances, Redis, the database, the folder.
   const dir = tempDir(t);

@@ -9,7 +9,7 @@ import { before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
-import type { WindowLimit } from '../../src/limits/limiter.ts';
+import { windowStart, type WindowLimit } from '../../src/limits/limiter.ts';
 import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
@@ -366,6 +366,35 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(Number(count), 120);
     assert.equal(await admitted(onTime, 'key:ahead', limits, 5), 0, "Redis's minute stays spent: no fresh count from the raise");
     assert.equal(await admitted(ahead, 'key:ahead', limits, 5), 0);
+  });
+
+  test("an instance whose clock is behind, cut off before it ever heard from Redis: what it admitted counts in Redis's window, not in one Redis has left", async (t) => {
+    const url = `redis://127.0.0.1:${redis.port}`;
+    const prefix = newKeyPrefix();
+    const limits = limitsOf(60, 100_000);
+    // 5 to 25 s into the real minute: the instance's clock, 30 s behind, still in the minute before, for the whole case.
+    while (Date.now() % MINUTE_MS < 5_000 || Date.now() % MINUTE_MS >= 25_000) await sleep(250);
+    const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite });
+    assert.equal(await admitted(onTime, 'key:behind', limits, 30), 30);
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const metrics = createMetrics();
+    const behind = new RedisRateLimiter({
+      urls: [url],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics,
+      clock: { now: () => Date.now() - 30_000, elapsed: () => performance.now() },
+    });
+    atEnd(t, () => behind.close());
+    assert.equal(await admitted(behind, 'key:behind', limits, 70), 60, 'its own minute, the one before by its clock, from nothing');
+    redis.child.kill('SIGCONT');
+    await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    const [redisSeconds] = (await admin.time()) as [number, number];
+    assert.equal(Number(await admin.hget(windowKey(prefix, 'key:behind', 'minute'), 's')), windowStart(redisSeconds * 1000, MINUTE_MS));
+    assert.equal(await countedIn(admin, windowKey(prefix, 'key:behind', 'minute')), 90, "its 60 are in Redis's minute");
+    assert.equal(await admitted(behind, 'key:behind', limits, 5), 0, 'it admits no more in the minute it spent');
+    assert.equal(await admitted(onTime, 'key:behind', limits, 5), 0);
   });
 
   test('what the fallback admitted is dropped with its windows: an outage with many subjects holds only the live ones', async (t) => {

@@ -57,7 +57,8 @@ export type Fault =
   | { atS: number; kind: 'redis-pause'; forS: number; during?: DuringOutage }
   | { atS: number; kind: 'redis-restart-empty'; downS: number; during?: DuringOutage }
   | ({ atS: number; kind: 'instance-restart' } & InstanceRestart)
-  | { atS: number; kind: 'instance-replace'; slot: number };
+  | { atS: number; kind: 'instance-replace'; slot: number }
+  | { atS: number; kind: 'instance-clock-step'; slot: number; stepS: number; forS: number };
 
 /** How many instances a schedule restarts among. */
 export const SLOTS = 3;
@@ -67,6 +68,8 @@ export const MAX_OUTAGE_S = 25;
 const REDIS_FAULTS_END_S = 50;
 const RESET_AT_S = 52;
 
+const DAY_S = 86_400;
+
 const tenths = (x: number) => Math.round(x * 10) / 10;
 
 /**
@@ -74,10 +77,12 @@ const tenths = (x: number) => Math.round(x * 10) / 10;
  * restarted empty after 0.5 to 4 s down) from second 12 on, so that the first seconds of the window
  * after a seed's own (where its clients' key still sends) are clear of them; in more than half of them
  * an instance restarts within the first 1.5 s and Redis is held out until it answers, half of those
- * with its clock 30 s ahead (an instance that has not heard from Redis when it counts, its clock in
- * the next minute: the order that moved a window's start forward); other restarts anywhere up to
- * second 48; skews of ±30 s often, any other up to 30 s sometimes. At second 52 every instance left
- * with a skew is replaced by one with its clock right, so that each seed starts from the same state.
+ * with its clock 15 to 30 s ahead (an instance that has not heard from Redis when it counts, its clock
+ * in the next minute: the order that moved a window's start forward); other restarts anywhere up to
+ * second 48; skews of ±30 s often, any other up to 30 s sometimes. In most seeds one running
+ * instance's wall clock is stepped a day forward or back for 2 to 8 s, then stepped back, anywhere
+ * from second 5 to 44, a Redis fault or a restart of its own included. At second 52 every instance
+ * left with a skew is replaced by one with its clock right, so that each seed starts from the same state.
  */
 export function faultSchedule(seed: number): Fault[] {
   const random = mulberry32(seed);
@@ -87,7 +92,7 @@ export function faultSchedule(seed: number): Fault[] {
   /** An instance restart; `ahead` is how likely its clock is 30 s ahead, the skew that moved windows. */
   const restart = (ahead: number): InstanceRestart => {
     const u = random();
-    const skewS = u < ahead ? 30 : u < ahead + 0.15 ? -30 : u < ahead + 0.4 ? 0 : Math.round(between(-30, 30));
+    const skewS = u < ahead ? Math.round(between(15, 30)) : u < ahead + 0.15 ? -30 : u < ahead + 0.4 ? 0 : Math.round(between(-30, 30));
     return { slot: takeSlot(), skewS, signal: random() < 0.5 ? 'SIGKILL' : 'SIGTERM' };
   };
 
@@ -114,6 +119,16 @@ export function faultSchedule(seed: number): Fault[] {
     restarts.push(other);
     faults.push({ atS: between(3, 48), kind: 'instance-restart', ...other });
   }
+  if (random() < 0.75) {
+    const atS = between(5, 44);
+    faults.push({
+      atS,
+      kind: 'instance-clock-step',
+      slot: Math.floor(random() * SLOTS),
+      stepS: random() < 0.5 ? DAY_S : -DAY_S,
+      forS: between(2, 8),
+    });
+  }
   for (const { slot, skewS } of restarts) if (skewS !== 0) faults.push({ atS: RESET_AT_S, kind: 'instance-replace', slot });
   return faults.sort((a, b) => a.atS - b.atS);
 }
@@ -134,5 +149,7 @@ export function describeFault(fault: Fault): string {
       return describeRestart(fault);
     case 'instance-replace':
       return `instance ${fault.slot} replaced by one with its clock right (started first, then the old one stopped with SIGTERM)`;
+    case 'instance-clock-step':
+      return `instance ${fault.slot}'s wall clock stepped a day ${fault.stepS > 0 ? 'forward' : 'back'} for ${fault.forS} s, then back`;
   }
 }

@@ -9,23 +9,11 @@ import { describe, test } from 'node:test';
 import { createKey, formatKeyTable, listKeys } from '../../src/cli/keys.ts';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import { KeyBans, type BanPolicy } from '../../src/limits/bans.ts';
-import type { WindowLimit } from '../../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import { FakeClock } from '../support/fake-clock.ts';
+import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 import { atEnd, tempDir, type Owner } from '../support/temp.ts';
-
-/** 12:00:00 UTC on a day: a minute and a day start here. */
-const NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
-const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
-  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
-  { name: 'day', limit: perDay, windowMs: DAY_MS },
-];
-
-function memoryLimiter(startMs = NOON) {
-  const clock = new FakeClock(startMs);
-  return { clock, limiter: new MemoryRateLimiter({ clock }) };
-}
 
 describe('temporary bans', () => {
   const POLICY: BanPolicy = { threshold: 3, graceMs: 1000, durationMs: 900_000, cacheTtlMs: 2000 };

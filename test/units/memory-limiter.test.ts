@@ -9,18 +9,7 @@ import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import type { WindowLimit } from '../../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { FakeClock } from '../support/fake-clock.ts';
-
-/** 12:00:00 UTC on a day: a minute and a day start here. */
-const NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
-const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
-  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
-  { name: 'day', limit: perDay, windowMs: DAY_MS },
-];
-
-function memoryLimiter(startMs = NOON) {
-  const clock = new FakeClock(startMs);
-  return { clock, limiter: new MemoryRateLimiter({ clock }) };
-}
+import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 
 const admittedOf = (limiter: MemoryRateLimiter, subject: string, limits: WindowLimit[], n: number) => {
   let admitted = 0;
