@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import type { WindowLimit } from '../../src/limits/limiter.ts';
-import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import { MemoryRateLimiter, type SubjectCounts } from '../../src/limits/memory.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 
@@ -180,6 +180,57 @@ describe('the in-process limiter', () => {
     assert.equal(admittedOf(anchored.limiter, 'key:u', limits, 2), 2);
     anchored.clock.advance(11_000);
     assert.equal(admittedOf(anchored.limiter, 'key:u', limits, 5), 3, 'anchored, each minute is its own');
+  });
+
+  test("anchored at last (Redis's clock read): each window is renamed to Redis's, keeping what was admitted within a window's length", () => {
+    const clock = new FakeClock(NOON + 10_000);
+    let anchored = false;
+    const limiter = new MemoryRateLimiter({ clock, unanchored: () => !anchored });
+    const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:live', minute, 2), 2);
+    assert.equal(admittedOf(limiter, 'key:ended', minute, 3), 3);
+    clock.advance(MINUTE_MS); // 12:01:10 by this clock: key:live's next minute carries its 2; key:ended's ended 10 s ago
+    assert.equal(admittedOf(limiter, 'key:live', minute, 1), 1);
+    const live = [...limiter.current()].find(([subject]) => subject === 'key:live')![1];
+    const changes = live.changes;
+    // Redis's clock is 40 s behind this one: 12:00:30 by it.
+    const redisNow = NOON + 30_000;
+    limiter.anchor(redisNow);
+    anchored = true;
+    const held = new Map(limiter.current());
+    for (const subject of ['key:live', 'key:ended']) {
+      const counts = held.get(subject);
+      assert.ok(counts, `${subject} is current again, in Redis's minute`);
+      assert.deepEqual(
+        counts.counters.map((c) => [c.start, c.end, c.own, c.others]),
+        [[NOON, NOON + MINUTE_MS, 3, 0]],
+        subject,
+      );
+      assert.equal(counts.unsynced, true, `${subject} is raised next`);
+    }
+    assert.ok(live.changes > changes, 'a change that a raise on its way did not include');
+    assert.equal(limiter.decide('key:ended', minute, redisNow, true).windows[0]!.remaining, 1, 'its three, and this one');
+    assert.equal(limiter.decide('key:ended', minute, redisNow, true).windows[0]!.remaining, 0);
+    assert.equal(limiter.decide('key:ended', minute, redisNow, true).allowed, false);
+    // The minute lasts until Redis's clock ends it: 30 s of real time.
+    clock.advance(29_999);
+    assert.equal(limiter.decide('key:live', minute, redisNow + 29_999, true).windows[0]!.remaining, 1);
+    clock.advance(1);
+    assert.equal(limiter.decide('key:live', minute, redisNow + 30_000, true).windows[0]!.remaining, 4, 'the next minute is its own');
+  });
+
+  test('anchored, a window that ended more than its length ago keeps nothing', () => {
+    const clock = new FakeClock(NOON + 10_000);
+    const limiter = new MemoryRateLimiter({ clock, unanchored: () => true });
+    const both = limitsOf(5, 100);
+    assert.equal(admittedOf(limiter, 'key:a', both, 3), 3);
+    clock.advance(2 * MINUTE_MS); // the minute ended 70 s ago, the day goes on
+    limiter.anchor(clock.now());
+    const [[, counts]] = [...limiter.current()] as [[string, SubjectCounts]];
+    assert.deepEqual(
+      counts.counters.map((c) => c.own),
+      [0, 3],
+    );
   });
 
   test("observe takes Redis's totals as others' counts beside this instance's own; current lists them", () => {
