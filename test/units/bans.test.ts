@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createKey, formatKeyTable, listKeys } from '../../src/cli/keys.ts';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
-import { KeyBans, type BanPolicy } from '../../src/limits/bans.ts';
+import { BanNotStoredError, KeyBans, type BanPolicy } from '../../src/limits/bans.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
+import type { BanStore } from '../../src/storage/store.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 import { atEnd, tempDir, type Owner } from '../support/temp.ts';
@@ -103,6 +104,66 @@ describe('temporary bans', () => {
     const dayFirst = limiter.consumeNow(`key:${id}`, limitsOf(1, 1));
     assert.equal(dayFirst.allowed, false);
     assert.equal(await bans.recordRefusal(id, dayFirst), undefined, 'the first refusal of the day counts for nothing');
+  });
+
+  test("each key's grace runs from its own first refusal, not from another key's", async (t) => {
+    const { clock, limiter, bans, ids } = await banning(t);
+    const [a, b] = ids as [string, string];
+    assert.equal(await bans.recordRefusal(a, refusal(limiter, a)), undefined);
+    clock.ms += 5000;
+    for (let i = 0; i < 10; i++) assert.equal(await bans.recordRefusal(b, refusal(limiter, b)), undefined, "within b's own grace");
+  });
+
+  test('requests that ask at once about a key the instance does not hold share one read of the store; the next read comes after the TTL', async (t) => {
+    const { clock, limiter, store, ids } = await banning(t);
+    const [id] = ids as [string];
+    let reads = 0;
+    const counting: BanStore = {
+      banKey: (keyId, untilMs) => store.banKey(keyId, untilMs),
+      banEndOf: (keyId, nowMs) => (reads++, store.banEndOf(keyId, nowMs)),
+      listBans: (nowMs) => store.listBans(nowMs),
+      liftBan: (keyId, nowMs) => store.liftBan(keyId, nowMs),
+    };
+    const bans = new KeyBans(counting, limiter, clock, POLICY);
+    await Promise.all([1, 2, 3].map(() => bans.bannedUntil(id, clock.ms)));
+    assert.equal(reads, 1);
+    clock.ms += POLICY.cacheTtlMs;
+    await Promise.all([1, 2].map(() => bans.bannedUntil(id, clock.ms)));
+    assert.equal(reads, 2, 'read again once the TTL has passed');
+  });
+
+  test("a ban the store could not take holds here to the whole second, whatever the store says, until its exact end; then the store's word counts", async (t) => {
+    const policy = { ...POLICY, threshold: 1, graceMs: 0 };
+    const { clock, limiter, store, ids } = await banning(t, policy);
+    const [id] = ids as [string];
+    const fault = new Error('disk I/O error');
+    let failing = true;
+    const flaky: BanStore = {
+      banKey: (keyId, untilMs) => (failing ? Promise.reject(fault) : store.banKey(keyId, untilMs)),
+      banEndOf: (keyId, nowMs) => store.banEndOf(keyId, nowMs),
+      listBans: (nowMs) => store.listBans(nowMs),
+      liftBan: (keyId, nowMs) => store.liftBan(keyId, nowMs),
+    };
+    const bans = new KeyBans(flaky, limiter, clock, policy);
+    clock.ms += 250; // not on a whole second
+    const end = Math.ceil((clock.ms + policy.durationMs) / 1000) * 1000;
+    await assert.rejects(bans.recordRefusal(id, refusal(limiter, id)), (err: unknown) => {
+      assert.ok(err instanceof BanNotStoredError);
+      assert.equal(err.message, 'the ban could not be stored');
+      assert.equal(err.cause, fault);
+      assert.equal(err.bannedUntilMs, end);
+      return true;
+    });
+    assert.equal(await bans.bannedUntil(id, clock.ms), end);
+    clock.ms += policy.cacheTtlMs;
+    assert.equal(await store.banEndOf(id, 0), undefined, 'the store has none');
+    assert.equal(await bans.bannedUntil(id, clock.ms), end, 'held here all the same');
+    failing = false;
+    await store.banKey(id, end + 60_000); // another instance's ban, ending later
+    clock.ms = end - policy.cacheTtlMs; // read again: this instance's own still holds; cached until its very end
+    assert.equal(await bans.bannedUntil(id, clock.ms), end, 'this instance holds its own until its end');
+    clock.ms = end;
+    assert.equal(await bans.bannedUntil(id, clock.ms), end + 60_000, "at its end the store's ban is read");
   });
 
   test('a ban state is kept for the cache TTL, then read again', async (t) => {

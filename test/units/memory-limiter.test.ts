@@ -233,6 +233,50 @@ describe('the in-process limiter', () => {
     );
   });
 
+  test("a wall clock off by less than a second from the window's count tells the window's own edge as its reset; a second or more, the real end", () => {
+    const { clock, limiter } = memoryLimiter(NOON + 10_000);
+    const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    const resetAt = () => limiter.consumeNow('key:a', minute).windows[0]!.resetAtMs;
+    assert.equal(resetAt(), NOON + MINUTE_MS);
+    clock.step(400);
+    assert.equal(resetAt(), NOON + MINUTE_MS, '400 ms off: the edge');
+    clock.step(600);
+    assert.equal(resetAt(), NOON + MINUTE_MS + 1000, 'a second off: the real end, 50 s from now');
+    clock.step(-1600);
+    assert.equal(resetAt(), NOON + MINUTE_MS, '600 ms off the other way: the edge');
+  });
+
+  test('a window stepped back into goes on until exactly its length since it began, then the one the wall clock names begins', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 5_000);
+    const minute = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+    admittedOf(limiter, 'key:other', minute, 1); // the first sweep, the next due a minute later
+    clock.advance(5_000);
+    assert.equal(admittedOf(limiter, 'key:a', minute, 3), 3, 'begun at 12:00:10');
+    clock.advance(55_000); // 12:01:05, in the next minute
+    clock.step(-30_000); // back to 12:00:35, in the minute it counted
+    admittedOf(limiter, 'key:other', minute, 1); // the sweep runs now, not at the moment looked at
+    clock.advance(4_999); // 59.999 s since it began
+    assert.equal(admittedOf(limiter, 'key:a', minute, 1), 0, 'the minute goes on');
+    clock.advance(1);
+    assert.equal(admittedOf(limiter, 'key:a', minute, 5), 3, 'its length has passed: a new count');
+  });
+
+  test('unanchored, what a window admitted is carried into the next only while less than its length has passed since it ended', () => {
+    for (const [sinceEndMs, admitted] of [
+      [MINUTE_MS - 1, 1],
+      [MINUTE_MS, 3],
+    ] as const) {
+      const clock = new FakeClock(NOON + 50_000);
+      const limiter = new MemoryRateLimiter({ clock, unanchored: () => true });
+      const minute = [{ name: 'minute', limit: 3, windowMs: MINUTE_MS }];
+      assert.equal(admittedOf(limiter, 'key:u', minute, 2), 2);
+      clock.advance(MINUTE_MS);
+      admittedOf(limiter, 'key:other', minute, 1); // the sweep runs now, not at the moment looked at
+      clock.advance(10_000 + sinceEndMs - MINUTE_MS);
+      assert.equal(admittedOf(limiter, 'key:u', minute, 5), admitted, `${sinceEndMs} ms after its end`);
+    }
+  });
+
   test("observe takes Redis's totals as others' counts beside this instance's own; current lists them", () => {
     const { limiter } = memoryLimiter(NOON + 5_000);
     const limits = limitsOf(60, 1_000);
