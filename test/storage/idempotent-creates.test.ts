@@ -117,6 +117,13 @@ for (const engine of ENGINES) {
         assert.equal(await petCount(store), 1);
       }));
 
+    test('a claim first seen here after it was made is retried when it turns stale, not a whole stale age later', (t) =>
+      withService(t, engine.open, async (creates, store, clock) => {
+        await store.claimIdempotencyKey(scope('older'), requestHash(REX), clock.ms, clock.ms - IDEMPOTENCY_WINDOW_MS, CLAIM_STALE_MS);
+        clock.advance(2_000);
+        assert.deepEqual(await creates.create(scope('older'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS - 2_000 });
+      }));
+
     // On SQLite a claim is taken before create() first waits, so the take-over can be put between the
     // slow request's claim and its create. On PostgreSQL the pool orders the two requests' statements;
     // "a slow create whose claim was taken over meanwhile" (below) holds the create up with a lock instead.
@@ -158,6 +165,7 @@ for (const engine of ENGINES) {
     ] as const) {
       test(`an unfinished claim stamped ${skew} ahead is taken over once the stale age of real time has passed since it was first seen`, (t) =>
         withService(t, engine.open, async (creates, store, clock) => {
+          clock.advance(1_000); // real time has passed before the claim is first seen
           const stampedAt = clock.ms + aheadMs;
           const held = await store.claimIdempotencyKey(scope('ahead'), requestHash(REX), stampedAt, clock.ms - 1, CLAIM_STALE_MS);
           assert.equal(held.state, 'claimed');
@@ -172,6 +180,20 @@ for (const engine of ENGINES) {
           assert.equal(await petCount(store), 1);
         }));
     }
+
+    test('claims stamped ahead under two Idempotency-Keys are each taken over by real time since it was seen', (t) =>
+      withService(t, engine.open, async (creates, store, clock) => {
+        const claim = (name: string, aheadMs: number) =>
+          store.claimIdempotencyKey(scope(name), requestHash(REX), clock.ms + aheadMs, clock.ms - 1, CLAIM_STALE_MS);
+        await claim('first', 30_000);
+        await claim('second', 40_000);
+        assert.equal((await creates.create(scope('first'), REX)).outcome, 'in_flight');
+        clock.advance(3_000);
+        assert.deepEqual(await creates.create(scope('second'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS });
+        clock.advance(2_000);
+        assert.equal((await creates.create(scope('first'), REX)).outcome, 'created', '5 s after the first was seen');
+        assert.deepEqual(await creates.create(scope('second'), REX), { outcome: 'in_flight', retryInMs: 3_000 });
+      }));
 
     test('a create that fails releases its claim: the corrected request may use the key', (t) =>
       withService(t, engine.open, async (creates, store) => {
