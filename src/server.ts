@@ -46,9 +46,13 @@ async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<v
   }
 }
 
-/** Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on. */
-export async function startServer(config: Readonly<Config>, tracing?: Tracing): Promise<FastifyInstance> {
+/**
+ * Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on; `warnings`
+ * about the environment (a variable that looks like a setting but is not one), logged first.
+ */
+export async function startServer(config: Readonly<Config>, tracing?: Tracing, warnings: readonly string[] = []): Promise<FastifyInstance> {
   const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
+  for (const warning of warnings) logger.warn(warning);
   const metrics = createMetrics();
   const store = await openStore(config.database, {
     synchronous: config.sqliteSynchronous,

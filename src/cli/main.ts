@@ -208,7 +208,7 @@ async function serve({ values }: Parsed): Promise<void> {
   // place before the PostgreSQL and Redis clients are first imported.
   const tracing = config.otlpEndpoint === undefined ? undefined : (await import('../tracing/start.ts')).startTracing(config);
   const { startServer } = await import('../server.ts');
-  await startServer(config, tracing);
+  await startServer(config, tracing, (await loadConfigModule()).lookalikeWarnings(process.env));
 }
 
 async function keys(action: string, { values, args }: Parsed): Promise<void> {

@@ -88,6 +88,20 @@ describe('the start line and GET /', () => {
     assert.equal(logLines(server).at(-1)!.msg, `next: open ${server.url}/docs`);
   });
 
+  test('a variable that looks like a setting but is not one, from the environment or .env, is named in a warning at start', async (t) => {
+    const dir = tempDir(t);
+    writeFileSync(join(dir, '.env'), 'PETSTORE_METRICS_PORT=9464\n');
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, SHUTDOWN_TIMEOUT: '20000' };
+    const server = await startServerProcess(env, { cwd: dir, owner: t });
+    const warnings = logLines(server)
+      .filter((line) => line.level === 40)
+      .map((line) => line.msg);
+    assert.deepEqual(warnings, [
+      'SHUTDOWN_TIMEOUT is set but is not a setting of this service (did you mean SHUTDOWN_TIMEOUT_MS?): it is ignored',
+      'PETSTORE_METRICS_PORT is set but is not a setting of this service (did you mean METRICS_PORT?): it is ignored',
+    ]);
+  });
+
   test('GET / and HEAD / redirect to /docs with the baseline security headers, without a key', async (t) => {
     const dir = tempDir(t);
     const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, { owner: t });

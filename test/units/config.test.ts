@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { CONFIG_VARIABLES, ConfigError, loadConfig, VARIABLES } from '../../src/config.ts';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, lookalikeWarnings, VARIABLES } from '../../src/config.ts';
 import { CONFIG_DOC, configTable, ENV_EXAMPLE, envExample, TABLE_END, TABLE_START } from '../../scripts/config-docs.ts';
 
 /** Asserts loadConfig refuses env with a ConfigError of one line, starting with `name`, matching `message`. */
@@ -262,4 +262,62 @@ test("the headers timeout must not exceed the request's", () => {
 test('a replaced variable is refused in words rather than ignored', () => {
   refuses({ PAGE_CACHE_SIZE: '1000' }, 'PAGE_CACHE_SIZE', /PAGE_CACHE_BYTES/);
   assert.equal(loadConfig({ PAGE_CACHE_SIZE: '' }).pageCacheBytes, 24 * 1024 * 1024, 'empty reads as unset');
+});
+
+test('a variable that looks like a setting but is not one is named, with the setting most likely meant', () => {
+  const warnings = lookalikeWarnings({
+    SHUTDOWN_TIMEOUT: '20000', // a unit left off
+    PETSTORE_METRICS_PORT: '9464', // the service's name put in front
+    DATABSE_URL: 'sqlite:x.db', // two letters swapped
+    LOG_LEVLE: 'debug',
+    database_url: 'sqlite:y.db', // lower case
+    BAN_DURATION_MS: '60000', // another unit
+    PETSTORE_SOMETHING: '1', // the service's name, nothing near it
+  });
+  assert.deepEqual(warnings, [
+    'SHUTDOWN_TIMEOUT is set but is not a setting of this service (did you mean SHUTDOWN_TIMEOUT_MS?): it is ignored',
+    'PETSTORE_METRICS_PORT is set but is not a setting of this service (did you mean METRICS_PORT?): it is ignored',
+    'DATABSE_URL is set but is not a setting of this service (did you mean DATABASE_URL?): it is ignored',
+    'LOG_LEVLE is set but is not a setting of this service (did you mean LOG_LEVEL?): it is ignored',
+    'database_url is set but is not a setting of this service (did you mean DATABASE_URL?): it is ignored',
+    'BAN_DURATION_MS is set but is not a setting of this service (did you mean BAN_DURATION_SECONDS?): it is ignored',
+    'PETSTORE_SOMETHING is set but is not a setting of this service (no setting has that name): it is ignored',
+  ]);
+});
+
+test("other software's variables, Kubernetes service links, the clients' and the test tools' are never taken for settings", () => {
+  const env = Object.fromEntries(
+    [
+      ...CONFIG_VARIABLES,
+      'OTEL_TRACES_SAMPLER',
+      'PGHOST',
+      'PGPASSWORD',
+      'NODE_OPTIONS',
+      'npm_config_cache',
+      'UV_THREADPOOL_SIZE',
+      'PETSTORE_SERVICE_HOST',
+      'PETSTORE_SERVICE_PORT',
+      'PETSTORE_SERVICE_PORT_HTTP',
+      'PETSTORE_PORT',
+      'PETSTORE_PORT_8080_TCP',
+      'PETSTORE_PORT_8080_TCP_ADDR',
+      'REDIS_SERVICE_HOST',
+      'REDIS_PORT_6379_TCP_PORT',
+      'PETSTORE_URL',
+      'PETSTORE_KEY',
+      'PETSTORE_TEST_POSTGRES_URL',
+      'PETSTORE_MODEL_SEED',
+      'PATH',
+      'HOME',
+      'HOSTNAME',
+      'TERM',
+      'LANG',
+      'SHELL',
+      'USER',
+      'CI',
+      'TZ',
+      'POST',
+    ].map((name) => [name, name.endsWith('_PORT') ? 'tcp://10.96.0.10:8080' : 'x']),
+  );
+  assert.deepEqual(lookalikeWarnings(env), []);
 });
