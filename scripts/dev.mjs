@@ -2,7 +2,8 @@
  * `npm run dev`: the server from the TypeScript sources under `node --watch-path=src`, which restarts it
  * when a file under src/ changes, with its JSON log lines printed readably (pino-pretty, a development
  * dependency: the service itself always logs JSON). Configuration is the server's own: environment
- * variables and a .env file, as for `npm start`. Ctrl-C, or a SIGTERM to npm, stops the watcher and
+ * variables and a .env file, as for `npm start`, but for SHUTDOWN_DRAIN_MS: 0 unless the environment
+ * sets it. Ctrl-C, or a SIGTERM to npm, stops the watcher and
  * the server it runs; this script ends once they have.
  *
  * Plain JavaScript, like the build: it runs on every Node.js the project supports, and gives the
@@ -33,6 +34,8 @@ const flags = [
 const watcher = spawn(process.execPath, [...flags, 'src/cli/main.ts', 'serve'], {
   cwd: ROOT,
   stdio: ['inherit', 'pipe', 'inherit'],
+  // A restart stops the old server at once: nothing routes to it that a drain would let notice it is going.
+  env: { ...process.env, SHUTDOWN_DRAIN_MS: process.env.SHUTDOWN_DRAIN_MS ?? '0' },
 });
 
 // Lines that are not JSON (the watcher's own "Restarting ..." lines) pass through as they are.

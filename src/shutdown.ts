@@ -81,7 +81,7 @@ export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings
     if (closing) return;
     closing = true;
     const signalledAt = performance.now();
-    app.log.info({ signal }, 'shutting down');
+    app.log.info({ signal, drainMs: timings.drainMs }, 'shutting down');
     const hardExit = setTimeout(() => {
       app.log.error('graceful shutdown timed out');
       process.exit(1);

@@ -73,7 +73,7 @@ async function stopped(server: ServerProcess, stop: () => void): Promise<number 
   return code;
 }
 
-test('npm run dev serves the sources with readable logs, restarts on each change, and a SIGTERM to npm stops all of it', async (t) => {
+test('npm run dev serves the sources with readable logs, restarts on each change without a drain, and a SIGTERM to npm stops all of it', async (t) => {
   const { dir, server } = await startDev(t);
   await answers(server, 'ok');
 
@@ -97,6 +97,10 @@ test('npm run dev serves the sources with readable logs, restarts on each change
     await answers(server, 'replaced again');
   }
   assert.match(server.stdout(), /^Restarting /m, "the watcher's own lines pass through");
+  // Each restart stopped the old server without a drain.
+  const stops = server.stdout().match(/INFO: shutting down .*/g) ?? [];
+  assert.ok(stops.length >= 2, server.stdout());
+  for (const stop of stops) assert.match(stop, /"drainMs":0\b/);
 
   assert.equal(await stopped(server, () => server.child.kill('SIGTERM')), 0, server.output());
 });
