@@ -7,11 +7,22 @@
  * in either URL are never printed. Real processes throughout.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres } from '../support/engines.ts';
-import { explain, keysCreate, runCli, startServerProcess, type CliResult, type ServerProcess } from '../support/processes.ts';
+import {
+  CLI,
+  cliEnv,
+  explain,
+  keysCreate,
+  runCli,
+  startServerProcess,
+  stopServer,
+  type CliResult,
+  type ServerProcess,
+} from '../support/processes.ts';
 import { tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
@@ -100,6 +111,27 @@ describe('the start line and GET /', () => {
       'SHUTDOWN_TIMEOUT is set but is not a setting of this service (did you mean SHUTDOWN_TIMEOUT_MS?): it is ignored',
       'PETSTORE_METRICS_PORT is set but is not a setting of this service (did you mean METRICS_PORT?): it is ignored',
     ]);
+  });
+
+  test('a SQLite database the service creates is its owner’s alone under any umask, and so are its -wal, -shm and backups', async (t) => {
+    const dir = tempDir(t);
+    for (const umask of ['022', '000']) {
+      const db = join(dir, `umask-${umask}.db`);
+      const env = cliEnv({ DATABASE_URL: `sqlite:${db}` });
+      // The command runs under the umask, as a service started by a shell or a unit would.
+      const run = (...args: string[]) =>
+        spawnSync('sh', ['-c', `umask ${umask} && exec "$0" "$@"`, process.execPath, CLI, ...args], { env, encoding: 'utf8' });
+      const created = run('keys', 'create', '--plan', 'free');
+      assert.equal(created.status, 0, created.stderr);
+      const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
+      assert.equal(modeOf(db), '600', `umask ${umask}`);
+      const server = await startServerProcess({ DATABASE_URL: `sqlite:${db}` }, { owner: t });
+      assert.deepEqual([modeOf(`${db}-wal`), modeOf(`${db}-shm`)], ['600', '600'], `umask ${umask}: beside the database while it serves`);
+      await stopServer(server);
+      const backedUp = run('backup', join(dir, `umask-${umask}-backup.db`));
+      assert.equal(backedUp.status, 0, backedUp.stderr);
+      assert.equal(modeOf(join(dir, `umask-${umask}-backup.db`)), '600', `umask ${umask}: the backup`);
+    }
   });
 
   test('GET / and HEAD / redirect to /docs with the baseline security headers, without a key', async (t) => {

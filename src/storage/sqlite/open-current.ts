@@ -9,8 +9,28 @@
  * Once the lock is taken the path cannot change (a restore needs that lock): a connection in WAL mode
  * keeps a shared lock on its file for as long as it is open, and restore's exclusive lock is refused.
  */
+import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { DatabaseSync, isBusy, type Database } from './driver.ts';
 import { fileAt } from './file-identity.ts';
+
+/**
+ * A database the service creates is its owner's alone, whatever the umask: it holds the keys' hashes and
+ * the cursor and tag secret. SQLite gives its -wal and -shm the database's mode, and backups copy it.
+ * Anything but a file already there is left to SQLite to report as it opens.
+ */
+function createPrivately(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'wx', 0o600);
+  } catch {
+    return;
+  }
+  try {
+    fchmodSync(fd, 0o600); // the umask may have taken bits from 0600 (0277, say): the owner keeps both
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** At start-up or in a command only: a short blocking pause, as nothing else runs on the thread yet. */
 function pause(ms: number): void {
@@ -26,6 +46,7 @@ export function openCurrent(path: string, lock: (db: Database) => void, waitMs: 
   const deadline = performance.now() + waitMs;
   for (;;) {
     const before = fileAt(path);
+    if (before === undefined && path !== ':memory:') createPrivately(path);
     const db = new DatabaseSync(path);
     // Opening created the file if there was none; ':memory:' has no file at all.
     const opened = before ?? fileAt(path);
