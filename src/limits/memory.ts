@@ -205,7 +205,6 @@ export class MemoryRateLimiter implements RateLimiter {
     const elapsed = this.#clock.elapsed();
     for (const counts of this.#subjects.values()) {
       for (const c of counts.counters) {
-        if (c.name === '') continue;
         const windowMs = c.end - c.start;
         const live = c.endsAtElapsed > elapsed;
         const own = live ? c.own + c.others : elapsed - c.endsAtElapsed < windowMs ? c.own : 0;

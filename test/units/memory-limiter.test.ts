@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import type { WindowLimit } from '../../src/limits/limiter.ts';
-import { MemoryRateLimiter, type SubjectCounts } from '../../src/limits/memory.ts';
+import { MemoryRateLimiter } from '../../src/limits/memory.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 
@@ -219,18 +219,64 @@ describe('the in-process limiter', () => {
     assert.equal(limiter.decide('key:live', minute, redisNow + 30_000, true).windows[0]!.remaining, 4, 'the next minute is its own');
   });
 
-  test('anchored, a window that ended more than its length ago keeps nothing', () => {
+  test('anchored, a window that ended its length ago or longer keeps nothing; one that ends at that moment keeps only its own', () => {
     const clock = new FakeClock(NOON + 10_000);
     const limiter = new MemoryRateLimiter({ clock, unanchored: () => true });
-    const both = limitsOf(5, 100);
-    assert.equal(admittedOf(limiter, 'key:a', both, 3), 3);
-    clock.advance(2 * MINUTE_MS); // the minute ended 70 s ago, the day goes on
+    const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    assert.equal(admittedOf(limiter, 'key:old', limitsOf(5, 100), 3), 3); // its minute ends 50 s from now
+    assert.equal(admittedOf(limiter, 'key:edge', minute, 2), 2);
+    clock.advance(MINUTE_MS); // 12:01:10
+    assert.equal(admittedOf(limiter, 'key:edge', minute, 1), 1); // the 2 carried into 12:01's minute, which ends 50 s from now
+    clock.advance(50_000); // key:old's minute ended exactly a minute ago; key:edge's ends now
     limiter.anchor(clock.now());
-    const [[, counts]] = [...limiter.current()] as [[string, SubjectCounts]];
+    const held = new Map(limiter.current());
     assert.deepEqual(
-      counts.counters.map((c) => c.own),
+      held.get('key:old')!.counters.map((c) => c.own),
       [0, 3],
+      'the minute keeps nothing, the day all',
     );
+    assert.deepEqual(
+      held.get('key:edge')!.counters.map((c) => c.own),
+      [1],
+      'its own, not what was carried into it',
+    );
+  });
+
+  test('observe moves a window to the start Redis names, with its own part from that answer; an answer for a window this instance has left changes nothing', () => {
+    const { clock, limiter } = memoryLimiter(NOON + 5_000);
+    const minute = [{ name: 'minute', limit: 10, windowMs: MINUTE_MS }];
+    assert.equal(limiter.observe('key:a', minute, [NOON], [4], [2], 2, NOON + 5_000), false);
+    const counts = [...limiter.current()][0]![1];
+    assert.equal(counts.unsynced, false, 'Redis holds what was admitted here');
+    clock.ms = NOON + MINUTE_MS + 1_000;
+    assert.equal(limiter.observe('key:a', minute, [NOON + MINUTE_MS], [3], [1], 1, NOON + MINUTE_MS + 1_000), false);
+    const c = counts.counters[0]!;
+    assert.deepEqual([c.start, c.end, c.own, c.others], [NOON + MINUTE_MS, NOON + 2 * MINUTE_MS, 1, 2]);
+    assert.equal(c.endsAtElapsed - clock.elapsed(), 59_000, 'it ends where Redis names its end');
+    assert.equal(limiter.observe('key:a', minute, [NOON], [9], [5], 1, NOON + MINUTE_MS + 1_000), false, 'a late answer');
+    assert.deepEqual([c.start, c.own, c.others], [NOON + MINUTE_MS, 1, 2]);
+  });
+
+  test('a block handed back takes its unspent requests from the windows that still start where it was granted; a lost answer marks the subject', () => {
+    const { limiter } = memoryLimiter(NOON + 5_000);
+    const day = Date.UTC(2026, 10, 22);
+    assert.equal(admittedOf(limiter, 'key:a', limitsOf(10, 100), 5), 5);
+    const counts = [...limiter.current()][0]![1];
+    const own = () => counts.counters.map((c) => c.own);
+    limiter.adjustOwn('key:a', [NOON, day], -2);
+    assert.deepEqual(own(), [3, 3]);
+    limiter.adjustOwn('key:a', [NOON - MINUTE_MS, day], -1);
+    assert.deepEqual(own(), [3, 2], 'a minute that has moved on keeps its count');
+    limiter.adjustOwn('key:a', [NOON, day], -10);
+    assert.deepEqual(own(), [0, 0], 'never below nothing');
+    counts.unsynced = false; // as a raise that went through leaves it
+    const changes = counts.changes;
+    limiter.markUnsynced('key:a');
+    assert.equal(counts.unsynced, true);
+    assert.notEqual(counts.changes, changes, 'a raise on its way no longer settles it');
+    limiter.adjustOwn('key:unknown', [NOON, day], -1);
+    limiter.markUnsynced('key:unknown');
+    assert.equal(limiter.size, 1, 'a subject it does not hold is not made up');
   });
 
   test("a wall clock off by less than a second from the window's count tells the window's own edge as its reset; a second or more, the real end", () => {
