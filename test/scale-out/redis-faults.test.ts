@@ -372,8 +372,9 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const url = `redis://127.0.0.1:${redis.port}`;
     const prefix = newKeyPrefix();
     const limits = limitsOf(60, 100_000);
-    // 5 to 25 s into the real minute: the instance's clock, 30 s behind, still in the minute before, for the whole case.
-    while (Date.now() % MINUTE_MS < 5_000 || Date.now() % MINUTE_MS >= 25_000) await sleep(250);
+    // Enough of the real minute left for the whole case, and the instance's clock 30 s into the minute before.
+    while (MINUTE_MS - (Date.now() % MINUTE_MS) < 15_000) await sleep(250);
+    const behindMs = (Date.now() % MINUTE_MS) + 30_000;
     const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite });
     assert.equal(await admitted(onTime, 'key:behind', limits, 30), 30);
     redis.child.kill('SIGSTOP');
@@ -384,7 +385,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
       keyPrefix: prefix,
       log: createLogger('silent'),
       metrics,
-      clock: { now: () => Date.now() - 30_000, elapsed: () => performance.now() },
+      clock: { now: () => Date.now() - behindMs, elapsed: () => performance.now() },
     });
     atEnd(t, () => behind.close());
     assert.equal(await admitted(behind, 'key:behind', limits, 70), 60, 'its own minute, the one before by its clock, from nothing');
