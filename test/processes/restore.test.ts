@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -91,6 +91,14 @@ describe('restore', () => {
     assert.match(readFileSync(`${backup}.sha256`, 'utf8'), /^[0-9A-F]{64} {2}backup\.db\n$/);
     assert.match(await ok(['backup', '--verify', backup], {}), /^ {2}checksum {4}SHA-256 /m);
     assert.doesNotMatch(await ok(['restore', backup], env), /unchecked/);
+  });
+
+  test('a backup reached through a symbolic link is checked against the checksum beside the file it leads to', async (t) => {
+    const { backup, env } = await withBackup(t);
+    const link = join(tempDir(t), 'latest.db');
+    symlinkSync(backup, link);
+    assert.match(await ok(['backup', '--verify', link], {}), /^ {2}checksum {4}SHA-256 /m);
+    assert.doesNotMatch(await ok(['restore', link], env), /unchecked/);
   });
 
   // Out of WAL mode nothing but the lock itself keeps others out: no connection holds a shared lock.

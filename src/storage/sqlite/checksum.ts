@@ -6,12 +6,24 @@
  * renamed together with its checksum file still checks.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fchmodSync, openSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, readFileSync, readSync, realpathSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { basename } from 'node:path';
 import { partialPath, renameIntoPlace } from './partial-files.ts';
 
-/** Where the checksum of the backup at file is kept. */
-export const checksumPath = (file: string) => `${file}.sha256`;
+/**
+ * Where the checksum of the backup at file is kept: beside the file itself, also when the path reaches it
+ * through a symbolic link (`latest.db` leading to the day's backup); beside the path as given while there
+ * is no file yet.
+ */
+export function checksumPath(file: string): string {
+  let real = file;
+  try {
+    real = realpathSync(file);
+  } catch {
+    // not there (yet)
+  }
+  return `${real}.sha256`;
+}
 
 const CHUNK = 1 << 20;
 
