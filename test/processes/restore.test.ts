@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -99,6 +99,21 @@ describe('restore', () => {
     symlinkSync(backup, link);
     assert.match(await ok(['backup', '--verify', link], {}), /^ {2}checksum {4}SHA-256 /m);
     assert.doesNotMatch(await ok(['restore', link], env), /unchecked/);
+  });
+
+  test('a refused restore leaves the database it would have replaced as it was, byte for byte, with nothing beside it', async (t) => {
+    const { backup } = await withBackup(t);
+    const folder = tempDir(t);
+    const staging = join(folder, 'staging.db');
+    const env = { DATABASE_URL: `sqlite:${staging}`, PETSTORE_ENV: 'staging' };
+    await ok(['keys', 'create', '--plan', 'free'], env);
+    assert.equal(journalOf(staging), 'wal');
+    const before = readFileSync(staging);
+    const refused = await runCli(['restore', backup], env, { timeoutMs: 60_000 });
+    assert.equal(refused.code, 1, explain(['restore', backup], refused));
+    assert.match(refused.stderr, /is a backup of production .* is staging/);
+    assert.ok(readFileSync(staging).equals(before), 'the same bytes, still in WAL mode');
+    assert.deepEqual(readdirSync(folder), ['staging.db']);
   });
 
   // Out of WAL mode nothing but the lock itself keeps others out: no connection holds a shared lock.

@@ -24,6 +24,7 @@
  */
 import { rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Environment } from '../../domain/api-key.ts';
 import { checksumPath, copyHashing, readChecksum } from './checksum.ts';
 import { DatabaseSync, isBusy, type Database } from './driver.ts';
@@ -137,8 +138,8 @@ function holdsNothing(db: Database): boolean {
 type KnownEnvironment = DatabaseEnvironment & { environment: Environment };
 
 /** The environment of the database being replaced, or PETSTORE_ENV's when it tells none (or there is none). */
-function databaseEnvironment(held: Database, existed: boolean, configured: Environment): KnownEnvironment {
-  if (existed) {
+function databaseEnvironment(held: Database | undefined, existed: boolean, configured: Environment): KnownEnvironment {
+  if (existed && held !== undefined) {
     try {
       const { environment, basis } = environmentOf(held);
       if (environment !== undefined) return { environment, basis };
@@ -148,6 +149,25 @@ function databaseEnvironment(held: Database, existed: boolean, configured: Envir
   }
   const why = existed ? 'it tells none itself' : 'there was no database';
   return { environment: configured, basis: `PETSTORE_ENV, as ${why}` };
+}
+
+/**
+ * databaseEnvironment of the database at path, read without writing to it, locking it or leaving a -wal or
+ * -shm beside it (SQLite's `immutable`, which reads the file alone: what a WAL not yet checkpointed holds
+ * is checked again under the lock); one that cannot be read tells none.
+ */
+function peekEnvironment(path: string, configured: Environment): KnownEnvironment {
+  let db: Database | undefined;
+  try {
+    db = new DatabaseSync(`${pathToFileURL(path).href}?immutable=1`, { readOnly: true });
+  } catch {
+    return databaseEnvironment(undefined, true, configured);
+  }
+  try {
+    return databaseEnvironment(db, true, configured);
+  } finally {
+    db.close();
+  }
 }
 
 /** FROM:TO, the environments a restore across them is asked for by name (--across-environments). */
@@ -233,15 +253,23 @@ export function restoreSqlite(backupPath: string, databasePath: string, options:
     const digest = copyHashing(backup, partial);
     if (expected !== undefined) refuseChanged(backup, digest, expected);
     const summary = check(partial, backup);
+    // Every refusal comes before the lock, which takes the database out of WAL mode (rewriting its
+    // header): a refused restore leaves its bytes as they were.
+    const seen = existed ? peekEnvironment(database, options.environment) : databaseEnvironment(undefined, false, options.environment);
+    refuseAcross(backup, database, summary.environment, seen, options.across);
+    const owner = (made: boolean) => (made ? newDatabaseOwnership(dirname(database)) : ownershipOf(database)!);
+    giveOwnership(partial, owner(!existed), `the database at ${database}`);
     held = lockDatabase(database);
     // Made by the lock (a file another process made meanwhile and closed again is that process's).
     if (!existed && holdsNothing(held)) madeEmpty = fileAt(database);
+    // What the lock holds, in case another process changed the path between the look and the lock.
     const into = databaseEnvironment(held, madeEmpty === undefined, options.environment);
-    refuseAcross(backup, database, summary.environment, into, options.across);
+    if (into.environment !== seen.environment || existed !== (madeEmpty === undefined)) {
+      refuseAcross(backup, database, summary.environment, into, options.across);
+      giveOwnership(partial, owner(madeEmpty !== undefined), `the database at ${database}`);
+    }
     const replacedLast = lastPetId(held);
     const continued = finishCopy(partial, replacedLast, into.environment);
-    const ownership = madeEmpty !== undefined ? newDatabaseOwnership(dirname(database)) : ownershipOf(database)!;
-    giveOwnership(partial, ownership, `the database at ${database}`);
     // Nothing may be left beside the new file that belonged to the old one.
     for (const suffix of SIBLINGS) rmSync(`${database}${suffix}`, { force: true });
     renameIntoPlace(partial, database);
