@@ -68,37 +68,45 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'restart' as const }) },
 );
 
-/** What a request got, at which real time: the trace the promises are checked on. */
+/** What a request got, at which real time, on which incarnation (restarts before it): the trace the promises are checked on. */
 type Outcome = 'admitted' | 'refused' | 'banned';
 interface Event {
   key: number;
   real: number;
   outcome: Outcome;
+  incarnation: number;
 }
 
-/** The promises, checked on the trace alone. */
-function checkTrace(events: Event[], bans: { key: number; real: number }[], restarts: number[], firstReads: Map<string, number>) {
+/** A ban placed: by the refusal at `event` (its index in the trace). */
+interface Placed {
+  key: number;
+  real: number;
+  event: number;
+  incarnation: number;
+}
+
+/** The promises, checked on the trace alone; `firstReads` by `key@incarnation`: when that incarnation first read the key's ban. */
+function checkTrace(events: Event[], bans: Placed[], firstReads: Map<string, number>) {
   const of = (key: number, outcome: Outcome, from: number, to: number) =>
     events.filter((e) => e.key === key && e.outcome === outcome && e.real > from && e.real <= to).length;
-  for (const e of events) {
+  events.forEach((e, index) => {
     if (e.outcome === 'refused') {
       const earned = LIMITS.some((w) => of(e.key, 'admitted', e.real - w.windowMs, e.real) >= w.limit);
       assert.ok(earned, `key ${e.key} refused at ${e.real} without the limit admitted within the window's length before`);
     }
     if (e.outcome === 'banned') {
-      const placed = bans.filter((b) => b.key === e.key && b.real <= e.real).at(-1);
+      const placed = bans.filter((b) => b.key === e.key && b.event < index).at(-1);
       assert.ok(placed !== undefined, `key ${e.key} banned at ${e.real} with no ban placed`);
-      const restartedSince = restarts.some((r) => r > placed.real && r <= e.real);
-      const bound = restartedSince
-        ? firstReads.get(`${e.key}@${restarts.filter((r) => r <= e.real).at(-1)}`)! + POLICY.durationMs
-        : placed.real + POLICY.durationMs + 1000;
+      const bound =
+        placed.incarnation < e.incarnation
+          ? firstReads.get(`${e.key}@${e.incarnation}`)! + POLICY.durationMs
+          : placed.real + POLICY.durationMs + 1000;
       assert.ok(e.real < bound, `key ${e.key} still banned at ${e.real}, past ${bound} (placed at ${placed.real})`);
     }
-  }
+  });
   for (const b of bans) {
     assert.ok(of(b.key, 'refused', b.real - MINUTE_MS, b.real) >= POLICY.threshold, `key ${b.key} banned at ${b.real} below the threshold`);
-    const since = restarts.filter((r) => r <= b.real).at(-1) ?? -Infinity;
-    const firstRefused = events.find((e) => e.key === b.key && e.outcome === 'refused' && e.real >= since);
+    const firstRefused = events.find((e) => e.key === b.key && e.outcome === 'refused' && e.incarnation === b.incarnation);
     assert.ok(firstRefused !== undefined && b.real - firstRefused.real >= POLICY.graceMs, `key ${b.key} banned within the grace`);
   }
 }
@@ -135,8 +143,8 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
     const everyModel = [...models];
     const banModel = new BanModel(POLICY);
     const events: Event[] = [];
-    const placed: { key: number; real: number }[] = [];
-    const restarts: number[] = [];
+    const placed: Placed[] = [];
+    let incarnation = 0;
     const firstReads = new Map<string, number>();
 
     const request = async (key: number) => {
@@ -144,12 +152,12 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
       const wall = clock.now();
       const real = clock.elapsed();
       const where = `key ${key}, request ${events.length}, wall ${new Date(wall).toISOString()}, real ${real}`;
-      const readAt = `${key}@${restarts.at(-1)}`;
+      const readAt = `${key}@${incarnation}`;
       if (!firstReads.has(readAt)) firstReads.set(readAt, real);
       const bannedUntil = await bans.bannedUntil(id, wall);
       const bannedFor = banModel.bannedFor(id, wall, real);
       assert.equal(bannedUntil === undefined ? undefined : bannedUntil - wall, bannedFor, `${where}: banned for`);
-      if (bannedFor !== undefined) return void events.push({ key, real, outcome: 'banned' });
+      if (bannedFor !== undefined) return void events.push({ key, real, outcome: 'banned', incarnation });
       const decision = limiter.consumeNow(`key:${id}`, LIMITS);
       const expected = models[key]!.decide(wall, real);
       assert.equal(decision.allowed, expected.allowed, `${where}: admitted`);
@@ -161,13 +169,13 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
           `${where}: ${w.name} resets in ${w.resetAtMs - wall}, not ${expected.leftMs[i]}`,
         );
       });
-      events.push({ key, real, outcome: decision.allowed ? 'admitted' : 'refused' });
+      events.push({ key, real, outcome: decision.allowed ? 'admitted' : 'refused', incarnation });
       if (decision.allowed) return;
       const refusing = nearestExhaustion(decision.windows);
       const mark = `refusals:${id}:${refusing.name}:${refusing.resetAtMs}`;
       const end = await bans.recordRefusal(id, decision);
       assert.equal(end, banModel.refusal(id, mark, refusing.resetAtMs, wall, real), `${where}: the ban placed`);
-      if (end !== undefined) placed.push({ key, real });
+      if (end !== undefined) placed.push({ key, real, event: events.length - 1, incarnation });
     };
 
     for (const action of actions) {
@@ -191,12 +199,12 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
           models = ids.map(() => new ModelSubject(LIMITS));
           everyModel.push(...models);
           banModel.restart();
-          restarts.push(clock.elapsed());
+          incarnation++;
           break;
       }
     }
     checkPeriods(everyModel);
-    checkTrace(events, placed, restarts, firstReads);
+    checkTrace(events, placed, firstReads);
   } finally {
     store.close();
   }
