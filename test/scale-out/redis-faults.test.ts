@@ -5,7 +5,7 @@
  * one day whatever the real time.
  */
 import assert from 'node:assert/strict';
-import { before, describe, test } from 'node:test';
+import { before, describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
@@ -334,6 +334,22 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await admitted(b, 'key:restart', limits, 3), 0);
   });
 
+  /** Redis hung (SIGSTOP, until the test ends or sends SIGCONT), then a limiter started on it whose wall clock is offsetMs off. */
+  function startedWhileHung(t: TestContext, url: string, prefix: string, offsetMs: number) {
+    redis.child.kill('SIGSTOP');
+    atEnd(t, () => void redis.child.kill('SIGCONT'));
+    const metrics = createMetrics();
+    const limiter = new RedisRateLimiter({
+      urls: [url],
+      keyPrefix: prefix,
+      log: createLogger('silent'),
+      metrics,
+      clock: { now: () => Date.now() + offsetMs, elapsed: () => performance.now() },
+    });
+    atEnd(t, () => limiter.close());
+    return { limiter, metrics };
+  }
+
   test("an instance whose clock is ahead, cut off before it ever heard from Redis: what it admitted counts in Redis's window, never a later one", async (t) => {
     const url = `redis://127.0.0.1:${redis.port}`;
     const prefix = newKeyPrefix();
@@ -343,17 +359,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const aheadMs = MINUTE_MS - (Date.now() % MINUTE_MS) + 2_000;
     const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite }); // Redis's own clock
     assert.equal(await admitted(onTime, 'key:ahead', limits, 60), 60);
-    redis.child.kill('SIGSTOP');
-    atEnd(t, () => void redis.child.kill('SIGCONT'));
-    const metrics = createMetrics();
-    const ahead = new RedisRateLimiter({
-      urls: [url],
-      keyPrefix: prefix,
-      log: createLogger('silent'),
-      metrics,
-      clock: { now: () => Date.now() + aheadMs, elapsed: () => performance.now() },
-    });
-    atEnd(t, () => ahead.close());
+    const { limiter: ahead, metrics } = startedWhileHung(t, url, prefix, aheadMs);
     // Its own minute, the next one by its clock, from nothing: the documented bound of N limits.
     assert.equal(await admitted(ahead, 'key:ahead', limits, 70), 60);
     assert.equal(await degraded(metrics), 1);
@@ -377,17 +383,7 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const behindMs = (Date.now() % MINUTE_MS) + 30_000;
     const onTime = await createTestRedisLimiter({ url, keyPrefix: prefix, owner: suite });
     assert.equal(await admitted(onTime, 'key:behind', limits, 30), 30);
-    redis.child.kill('SIGSTOP');
-    atEnd(t, () => void redis.child.kill('SIGCONT'));
-    const metrics = createMetrics();
-    const behind = new RedisRateLimiter({
-      urls: [url],
-      keyPrefix: prefix,
-      log: createLogger('silent'),
-      metrics,
-      clock: { now: () => Date.now() - behindMs, elapsed: () => performance.now() },
-    });
-    atEnd(t, () => behind.close());
+    const { limiter: behind, metrics } = startedWhileHung(t, url, prefix, -behindMs);
     assert.equal(await admitted(behind, 'key:behind', limits, 70), 60, 'its own minute, the one before by its clock, from nothing');
     redis.child.kill('SIGCONT');
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
