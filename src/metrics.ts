@@ -4,6 +4,7 @@
  * their usual names (`process_*`, `nodejs_*`) for the common dashboards.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import { PLANS } from './domain/plans.ts';
 import { requestMetrics } from './request-metrics.ts';
 
 export interface PoolStats {
@@ -35,6 +36,19 @@ export interface WatchedCache {
 /** The caches by name, the values of the `cache` label: list pages, the last pages' codings, pets by id. */
 export type CacheName = 'pages' | 'last_pages' | 'pets';
 
+/**
+ * Sets every series of a labelled counter that an alert or a panel reads to 0 at start: a series that first
+ * appears at its first event has no increase to show for it, so the first ban or 503 of each kind after a
+ * start would go uncounted (deploy/prometheus/alerts.yml).
+ */
+function startedAtZero<T extends string>(counter: Counter<T>, labelSets: readonly Partial<Record<T, string>>[]): Counter<T> {
+  for (const labels of labelSets) counter.inc(labels, 0);
+  return counter;
+}
+
+/** The operations whose 5xx answers the alerts and the dashboard read. */
+const OPERATIONS = ['listPets', 'getPet', 'createPet'] as const;
+
 export function createMetrics() {
   const registry = new Registry();
   // getMetricsAsArray is typed as plain data, but gives the metrics themselves.
@@ -57,25 +71,34 @@ export function createMetrics() {
       caches.set(name, cache);
     },
     /** Answered requests and their durations, by operation (request-metrics.ts). */
-    requests: requestMetrics(registry),
-    rateLimited: new Counter({
-      name: 'petstore_ratelimit_refusals_total',
-      help: 'Requests refused with 429 rate_limited, by plan ("anonymous" for requests without a valid key).',
-      labelNames: ['plan'] as const,
-      registers: [registry],
-    }),
-    bans: new Counter({
-      name: 'petstore_bans_total',
-      help: 'Temporary bans placed on keys for sending on after 429s, by plan.',
-      labelNames: ['plan'] as const,
-      registers: [registry],
-    }),
-    deprecatedCalls: new Counter({
-      name: 'petstore_deprecated_calls_total',
-      help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by plan; the key id of each call is in its log line.',
-      labelNames: ['operation', 'plan'] as const,
-      registers: [registry],
-    }),
+    requests: requestMetrics(registry, OPERATIONS),
+    rateLimited: startedAtZero(
+      new Counter({
+        name: 'petstore_ratelimit_refusals_total',
+        help: 'Requests refused with 429 rate_limited, by plan ("anonymous" for requests without a valid key).',
+        labelNames: ['plan'] as const,
+        registers: [registry],
+      }),
+      [...PLANS, 'anonymous'].map((plan) => ({ plan })),
+    ),
+    bans: startedAtZero(
+      new Counter({
+        name: 'petstore_bans_total',
+        help: 'Temporary bans placed on keys for sending on after 429s, by plan.',
+        labelNames: ['plan'] as const,
+        registers: [registry],
+      }),
+      PLANS.map((plan) => ({ plan })),
+    ),
+    deprecatedCalls: startedAtZero(
+      new Counter({
+        name: 'petstore_deprecated_calls_total',
+        help: 'Calls to the deprecated operation getPet (sunset 5 December 2030), by plan; the key id of each call is in its log line.',
+        labelNames: ['operation', 'plan'] as const,
+        registers: [registry],
+      }),
+      PLANS.map((plan) => ({ operation: 'getPet', plan })),
+    ),
     ready: new Gauge({
       name: 'petstore_ready',
       help: '1 when this instance would answer /readyz 200 (not draining, storage answers), else 0; checked at each scrape.',
@@ -117,14 +140,17 @@ export function createMetrics() {
         for (const [name, cache] of caches) this.set({ cache: name }, cache.size);
       },
     }),
-    connectionsRefused: new Counter({
-      name: 'petstore_connections_refused_total',
-      help:
-        'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") ' +
-        'or beyond MAX_CONNECTIONS ("total").',
-      labelNames: ['reason'] as const,
-      registers: [registry],
-    }),
+    connectionsRefused: startedAtZero(
+      new Counter({
+        name: 'petstore_connections_refused_total',
+        help:
+          'Connections closed as they arrived: beyond MAX_CONNECTIONS_PER_ADDRESS for their address ("address") ' +
+          'or beyond MAX_CONNECTIONS ("total").',
+        labelNames: ['reason'] as const,
+        registers: [registry],
+      }),
+      [{ reason: 'address' }, { reason: 'total' }],
+    ),
     keyLookups: new Counter({
       name: 'petstore_keys_looked_up_total',
       help:

@@ -18,16 +18,35 @@ interface OperationTally {
   count: number;
 }
 
+/** The server errors each of the API's operations is counted at 0 for from the start, so that the first of each is an increase. */
+const STARTED_AT_ZERO = [500, 503];
+
 export class RequestTally {
   readonly #operations = new Map<string, OperationTally>();
+  /** The operations whose series exist from the start. */
+  readonly #fromStart: ReadonlySet<string>;
 
-  /** One answer; `seconds` when it was timed (answers written outside the router are counted only). */
-  record(operation: string, status: number, seconds?: number): void {
+  /** `operations`: those whose 500 and 503 series exist from the start, at 0 (with their duration histogram). */
+  constructor(operations: readonly string[] = []) {
+    this.#fromStart = new Set(operations);
+    for (const operation of operations) {
+      const tally = this.#tallyOf(operation);
+      for (const status of STARTED_AT_ZERO) tally.statuses.set(status, 0);
+    }
+  }
+
+  #tallyOf(operation: string): OperationTally {
     let tally = this.#operations.get(operation);
     if (tally === undefined) {
       tally = { statuses: new Map(), buckets: new Array<number>(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
       this.#operations.set(operation, tally);
     }
+    return tally;
+  }
+
+  /** One answer; `seconds` when it was timed (answers written outside the router are counted only). */
+  record(operation: string, status: number, seconds?: number): void {
+    const tally = this.#tallyOf(operation);
     tally.statuses.set(status, (tally.statuses.get(status) ?? 0) + 1);
     if (seconds === undefined) return;
     let i = 0;
@@ -49,7 +68,7 @@ export class RequestTally {
   durationValues(name: string): { labels: Record<string, string | number>; value: number; metricName: string }[] {
     const values = [];
     for (const [operation, tally] of this.#operations) {
-      if (tally.count === 0) continue;
+      if (tally.count === 0 && !this.#fromStart.has(operation)) continue; // counted, never timed
       let cumulative = 0;
       for (const [i, bound] of DURATION_BUCKETS.entries()) {
         cumulative += tally.buckets[i]!;
@@ -100,8 +119,8 @@ class TalliedHistogram extends Histogram<'operation'> {
 }
 
 /** Registers both request metrics on the registry; requests are then counted through the tally. */
-export function requestMetrics(registry: Registry): RequestTally {
-  const tally = new RequestTally();
+export function requestMetrics(registry: Registry, operations: readonly string[] = []): RequestTally {
+  const tally = new RequestTally(operations);
   new Counter({
     name: 'petstore_http_requests_total',
     help: 'Answered requests by operation (operationId, or the route for probes; "unmatched" when no route matched) and status.',

@@ -197,6 +197,25 @@ describe('metrics', () => {
     assert.match(text, /petstore_ratelimit_degraded 0/);
   });
 
+  test('every series an alert or a panel counts from is there at 0 before its first event', async (t) => {
+    const server = await startTestServer({ metricsToken: token });
+    t.after(() => server.close());
+    const text = await metricsOf(server);
+    const zero = (name: string, labels: Record<string, string>) =>
+      assert.equal(sample(text, name, labels), 0, `${name} ${JSON.stringify(labels)}`);
+    for (const plan of ['free', 'pro', 'business', 'enterprise']) {
+      zero('petstore_bans_total', { plan });
+      zero('petstore_ratelimit_refusals_total', { plan });
+      zero('petstore_deprecated_calls_total', { operation: 'getPet', plan });
+    }
+    zero('petstore_ratelimit_refusals_total', { plan: 'anonymous' });
+    for (const reason of ['address', 'total']) zero('petstore_connections_refused_total', { reason });
+    for (const operation of ['listPets', 'getPet', 'createPet']) {
+      for (const status of ['500', '503']) zero('petstore_http_requests_total', { operation, status });
+      zero('petstore_http_request_duration_seconds_count', { operation });
+    }
+  });
+
   test('/metrics is not served on the public listener unless METRICS_TOKEN is set', async (t) => {
     const server = await startTestServer();
     t.after(() => server.close());
