@@ -55,6 +55,8 @@ export function createMetrics() {
   for (const metric of defaultProcessMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric);
   let poolStats: (() => PoolStats) | undefined;
   let isReady: (() => Promise<boolean>) | undefined;
+  /** The scrape's readiness check, which the pool's figures are read after: its own query is not a request waiting. */
+  let readinessChecked: Promise<unknown> = Promise.resolve();
   const caches = new Map<CacheName, WatchedCache>();
   return {
     registry,
@@ -104,7 +106,9 @@ export function createMetrics() {
       help: '1 when this instance would answer /readyz 200 (not draining, storage answers), else 0; checked at each scrape.',
       registers: [registry],
       async collect() {
-        this.set(isReady === undefined ? 0 : Number(await isReady().catch(() => false)));
+        const ready = isReady === undefined ? Promise.resolve(false) : isReady().catch(() => false);
+        readinessChecked = ready;
+        this.set(Number(await ready));
       },
     }),
     pool: new Gauge({
@@ -112,8 +116,9 @@ export function createMetrics() {
       help: 'Database pool connections by state: total, idle, and requests waiting for one (PostgreSQL only).',
       labelNames: ['state'] as const,
       registers: [registry],
-      collect() {
+      async collect() {
         if (!poolStats) return;
+        await readinessChecked;
         const stats = poolStats();
         this.set({ state: 'total' }, stats.total);
         this.set({ state: 'idle' }, stats.idle);

@@ -216,6 +216,15 @@ describe('metrics', () => {
     }
   });
 
+  test("an idle instance's scrape shows no query waiting for a pooled connection: not even the scrape's own readiness check", async (t) => {
+    const server = await startTestServer({ metricsToken: token });
+    t.after(() => server.close());
+    for (let i = 0; i < 3; i++) {
+      const waiting = sample(await metricsOf(server), 'petstore_db_pool_connections', { state: 'waiting' });
+      assert.equal(waiting, process.env.PETSTORE_TEST_ENGINE === 'postgres' ? 0 : undefined, `scrape ${i + 1}`);
+    }
+  });
+
   test('/metrics is not served on the public listener unless METRICS_TOKEN is set', async (t) => {
     const server = await startTestServer();
     t.after(() => server.close());
