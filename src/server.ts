@@ -7,6 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { redisUrls, type Config } from './config.ts';
 import { readNamedFile, readTls } from './config/named-files.ts';
+import { reloadTlsOnSignal } from './http/server/tls-reload.ts';
+import type { Server as HttpsServer } from 'node:https';
 import { startMetricsListener } from './http/server/metrics-listener.ts';
 import { openLimiter, type RedisTarget } from './limits/open.ts';
 import { createLogger } from './logger.ts';
@@ -79,6 +81,7 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
   // Advice only: a store that cannot answer now leaves the line that holds either way.
   const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
   app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
+  reloadTlsOnSignal(app.server as unknown as HttpsServer, config, app.log);
   shutDownOnSignals(
     app,
     { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },

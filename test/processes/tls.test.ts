@@ -6,16 +6,19 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { connect } from 'node:tls';
 import { keysCreate, runCli, startServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
 import { tempDir } from '../support/temp.ts';
+import { eventually } from '../support/waiting.ts';
 
-function selfSigned(dir: string): { cert: string; key: string } {
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
+function selfSigned(dir: string, name = ''): { cert: string; key: string } {
+  const cert = join(dir, `cert${name}.pem`);
+  const key = join(dir, `key${name}.pem`);
   execFileSync(
     'openssl',
     [
@@ -81,4 +84,52 @@ test('one of TLS_CERT and TLS_KEY alone, or an unreadable file, stops the server
   });
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /TLS_CERT cannot be read/);
+});
+
+/** The SHA-256 fingerprint of the certificate a new TLS connection to url is shown. */
+function certificateShown(url: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port), rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerCertificate().fingerprint256);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+}
+
+test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed pair; a pair that does not match keeps the one in use', async (t) => {
+  const dir = tempDir(t);
+  const { cert, key } = selfSigned(dir);
+  copyFileSync(key, join(dir, 'key.pem.first'));
+  const renewed = selfSigned(dir, '-renewed');
+  const fingerprintOf = (path: string) => new X509Certificate(readFileSync(path)).fingerprint256;
+  const first = fingerprintOf(cert);
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key };
+  const ca = readFileSync(cert);
+  const server = await startServerProcess(env, {
+    scheme: 'https',
+    isReady: async (url) => (await request(`${url}/healthz`, { ca })).status === 200,
+    owner: t,
+  });
+  assert.equal(await certificateShown(server.url), first);
+
+  // Renewed in place, as certbot or a mounted Secret does: the new pair, then the signal.
+  copyFileSync(renewed.cert, cert);
+  copyFileSync(renewed.key, key);
+  server.child.kill('SIGHUP');
+  await eventually(async () => (await certificateShown(server.url)) === fingerprintOf(renewed.cert), 5000, 50);
+  await eventually(async () => server.stdout().includes('"msg":"TLS certificate reloaded"'), 5000, 50);
+  assert.match(server.stdout(), /"certificateValidUntil":"\d{4}-\d\d-\d\dT/);
+  assert.equal((await request(`${server.url}/healthz`, { ca: readFileSync(cert) })).status, 200, 'served with the new pair');
+
+  // A key that is not the certificate's: refused, and the pair in use stays.
+  copyFileSync(join(dir, 'key.pem.first'), key);
+  server.child.kill('SIGHUP');
+  await eventually(async () => server.stdout().includes('TLS certificate not reloaded'), 5000, 50);
+  assert.match(server.stdout(), /"msg":"TLS certificate not reloaded: the one in use is kept"/);
+  assert.match(server.stdout(), /key values mismatch/);
+  assert.equal(await certificateShown(server.url), fingerprintOf(renewed.cert));
+  server.child.kill('SIGTERM');
+  assert.equal(await server.exited, 0, 'SIGHUP did not end it');
 });
