@@ -12,8 +12,9 @@
  *
  * Checked for each seed: in every minute window of its key, the documented limit
  * (test/support/minute-windows.ts: exactly the limit where no outage reached; else no instance above
- * the limit, all together within limit + Σ (limit − cᵢ), and Redis's own admissions within the limit
- * when it kept its counters); one pet per Idempotency-Key, counted in the database; every 201
+ * the limit, all together within limit + Σ (limit − cᵢ), plus the limit and what stopped instances had
+ * admitted per loss of Redis's counts, and Redis's own admissions within the limit when it kept its
+ * counters); one pet per Idempotency-Key, counted in the database; every 201
  * readable on another instance.
  *
  * PETSTORE_FAULT_SEED=N (or N,M,...) replays seeds; otherwise PETSTORE_FAULT_SEEDS random seeds

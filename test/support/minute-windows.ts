@@ -151,9 +151,25 @@ export function windowReports(
   /**
    * What the outage may add above the limit in the window: Σ (limit − cᵢ) over the instances it found
    * running, but for the last to admit before it (the one that saw the highest count), when what that
-   * one admitted in memory reached Redis before the next outage began.
+   * one admitted in memory reached Redis before the next outage began; and when it lost Redis's counts
+   * (docs/scale-out.md), the limit once more (Redis decides afresh until every running instance's part
+   * is back) and what instances stopped by then had admitted in the window (nobody can give it back).
    */
   const extraOf = (effect: OutageEffect, start: number, terms: string[]): number => {
+    const lostCounts = effect.emptied ? emptiedExtra(effect, start, terms) : 0;
+    return lostCounts + inMemoryExtra(effect, start, terms);
+  };
+
+  const emptiedExtra = (effect: OutageEffect, start: number, terms: string[]): number => {
+    const gone = new Set(lives.filter((life) => (life.stoppedAt ?? Infinity) < effect.until).map((life) => life.name));
+    const lost = answers.filter(
+      (a) => gone.has(a.instance) && windowOf(a.sentAt) === start && a.status !== undefined && a.status >= 200 && a.status < 300,
+    ).length;
+    terms.push(`${effect.label}: Redis lost its counts: +${limit}, and +${lost} admitted by instances stopped by then`);
+    return limit + lost;
+  };
+
+  const inMemoryExtra = (effect: OutageEffect, start: number, terms: string[]): number => {
     const during = { from: effect.from, to: effect.until };
     const next = effects.filter((e) => e.from > effect.from).reduce((first, e) => Math.min(first, e.from), Infinity);
     const running = lives.filter((life) => life.startedAt <= during.to && (life.stoppedAt ?? Infinity) >= during.from);
