@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { NewPet, Pet } from '../../src/domain/pet.ts';
 import {
@@ -301,7 +302,12 @@ describe('idempotent creates: postgres, a create held up by a lock on pets', () 
       assert.deepEqual(await creates.create(scope('stalled'), REX), { outcome: 'in_flight', retryInMs: CLAIM_STALE_MS }, 'not released');
       await lock.release();
       clock.ms += CLAIM_STALE_MS;
-      const settled = await creates.create(scope('stalled'), REX);
+      // As a client honouring Retry-After: the timed-out statement may still be finishing (through a pooler, say).
+      let settled = await creates.create(scope('stalled'), REX);
+      for (let i = 0; settled.outcome === 'in_flight' && i < 50; i++) {
+        await sleep(100);
+        settled = await creates.create(scope('stalled'), REX);
+      }
       // Created anew if the timed-out statement was cancelled, replayed if it committed after all.
       assert.ok(settled.outcome === 'created' || settled.outcome === 'replayed', settled.outcome);
       assert.deepEqual(await creates.create(scope('stalled'), REX), { outcome: 'replayed', pet: settled.pet });
