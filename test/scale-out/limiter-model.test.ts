@@ -18,8 +18,9 @@ import { Redis } from 'ioredis';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import { windowStart, type WindowLimit } from '../../src/limits/limiter.ts';
 import { createLogger } from '../../src/logger.ts';
-import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix } from '../support/engines.ts';
+import { degraded as degradedOf, fallbacks as fallbacksOf } from '../support/limiter-metrics.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { LimitModel, type WindowRecord } from '../support/limit-model.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
@@ -55,11 +56,6 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
   instance: fc.nat(INSTANCES - 1),
   faultMs: fc.integer({ min: 300, max: 1_200 }),
 });
-
-const fallbacksOf = async (metrics: Metrics) =>
-  (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
-const degradedOf = async (metrics: Metrics) =>
-  (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
 
 describe('the shared limiter against its model', () => {
   const suite = suiteOwner();

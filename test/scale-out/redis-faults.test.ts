@@ -12,8 +12,9 @@ import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import { windowStart, type WindowLimit } from '../../src/limits/limiter.ts';
 import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
-import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import { createTestRedisLimiter, newKeyPrefix } from '../support/engines.ts';
+import { degraded, fallbacks } from '../support/limiter-metrics.ts';
 import { countedIn, windowKey } from '../support/shared-counts.ts';
 import { startRedis, type RedisProcess } from '../support/redis-servers.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
@@ -28,12 +29,6 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
 
 /** Early in a minute, so that a test's decisions fall into one minute and one day. */
 const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
-
-const degraded = async (metrics: Metrics) =>
-  (await metrics.registry.getSingleMetric('petstore_ratelimit_degraded')!.get()).values[0]?.value ?? 0;
-/** Decisions taken in memory, without Redis: what proves a fallback ran, where its answers could have been Redis's. */
-const fallbacks = async (metrics: Metrics) =>
-  (await metrics.registry.getSingleMetric('petstore_ratelimit_fallback_total')!.get()).values[0]?.value ?? 0;
 
 describe('the Redis limiter when Redis is slow or restarts empty', () => {
   // Undone in reverse: the limiters, the admin connection, Redis, then its folder.

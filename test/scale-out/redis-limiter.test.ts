@@ -14,6 +14,7 @@ import { RedisRateLimiter } from '../../src/limits/redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics, type Metrics } from '../../src/metrics.ts';
 import { newKeyPrefix } from '../support/engines.ts';
+import { degraded, fallbacks, preadmitted } from '../support/limiter-metrics.ts';
 import { countedIn } from '../support/shared-counts.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { freePort } from '../support/processes.ts';
@@ -25,11 +26,6 @@ const limitsOf = (perMinute: number, perDay: number): WindowLimit[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
   { name: 'day', limit: perDay, windowMs: DAY_MS },
 ];
-
-const metricValue = async (metrics: Metrics, name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value ?? 0;
-const degraded = (metrics: Metrics) => metricValue(metrics, 'petstore_ratelimit_degraded');
-const fallbacks = (metrics: Metrics) => metricValue(metrics, 'petstore_ratelimit_fallback_total');
-const preadmitted = (metrics: Metrics) => metricValue(metrics, 'petstore_ratelimit_preadmitted_total');
 
 interface LogLine {
   msg: string;

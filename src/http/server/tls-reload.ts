@@ -12,23 +12,22 @@ import { readTls } from '../../config/named-files.ts';
 import type { Config } from '../../config.ts';
 
 /** When the certificate at the start of a PEM bundle stops being valid, as its notAfter says. */
-export function certificateEnd(cert: Buffer): string {
+function certificateEnd(cert: Buffer): string {
   return new Date(new X509Certificate(cert).validTo).toISOString();
 }
 
-/** Reads the pair again and puts it in use; what the log says either way. Exported for the signal's handler. */
-export function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger): boolean {
+/** Reads the pair again and puts it in use, saying so in the log either way. */
+function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger): void {
   let files: { cert: Buffer; key: Buffer };
   try {
     files = readTls(config)!;
     createSecureContext(files); // refuses a key that is not the certificate's, before anything changes
   } catch (err) {
     log.error({ err: { message: (err as Error).message } }, 'TLS certificate not reloaded: the one in use is kept');
-    return false;
+    return;
   }
   server.setSecureContext(files);
   log.info({ certificateValidUntil: certificateEnd(files.cert) }, 'TLS certificate reloaded');
-  return true;
 }
 
 /** On each SIGHUP, the pair is read again (reloadTls); nothing for plain HTTP. */
