@@ -6,6 +6,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { PLANS } from './domain/plans.ts';
 import { requestMetrics } from './request-metrics.ts';
+import { resourceMetrics } from './resource-metrics.ts';
 
 export interface PoolStats {
   total: number;
@@ -60,6 +61,8 @@ export function createMetrics() {
   const caches = new Map<CacheName, WatchedCache>();
   return {
     registry,
+    /** Memory limit, the SQLite files and their room, the newest backup, the TLS certificate's end (resource-metrics.ts). */
+    ...resourceMetrics(registry),
     /** Where database pool figures come from (engines with a pool only). */
     watchPool(stats: () => PoolStats) {
       poolStats = stats;

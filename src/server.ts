@@ -65,7 +65,10 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
     log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
   });
   const limiter = await openLimiter(redisTarget(config), { log: logger, metrics });
-  const app = await buildApp(config, { store, limiter, logger, metrics, tls: readTls(config) });
+  const tls = readTls(config);
+  const app = await buildApp(config, { store, limiter, logger, metrics, tls });
+  if (config.database.engine === 'sqlite' && config.database.path !== ':memory:')
+    metrics.watchFiles({ database: config.database.path, backupDir: config.backupDir });
   const metricsListener =
     config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   app.addHook('onClose', async () => {
@@ -81,7 +84,8 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
   // Advice only: a store that cannot answer now leaves the line that holds either way.
   const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
   app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
-  reloadTlsOnSignal(app.server as unknown as HttpsServer, config, app.log);
+  if (tls)
+    reloadTlsOnSignal(app.server as unknown as HttpsServer, config, app.log, { certificate: tls.cert, inUse: metrics.tlsCertificateInUse });
   shutDownOnSignals(
     app,
     { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },

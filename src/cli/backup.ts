@@ -67,6 +67,34 @@ export async function backup(config: Config, file: string, force: boolean): Prom
   console.log(printable(`Its SHA-256 is in ${copied.checksumFile}: copy the two together; restore checks it.`));
 }
 
+export interface Into {
+  folder: string;
+  /** How many dated backups to leave in the folder, the new one included; all when undefined. */
+  keep: number | undefined;
+}
+
+/** --into DIR and --keep N, checked before anything is read: N a whole number from 1, --keep only with --into. */
+export function parseInto(folder: string | undefined, keep: string | undefined, force: boolean): Into | undefined {
+  if (folder === undefined) {
+    if (keep !== undefined) throw new UsageError('--keep goes with --into DIR; see petstore backup --help');
+    return undefined;
+  }
+  if (force) throw new UsageError('--into names a new file, which --force has nothing to replace in; see petstore backup --help');
+  if (keep !== undefined && !/^[1-9]\d{0,5}$/.test(keep))
+    throw new UsageError(`--keep takes how many backups to keep, from 1, not "${keep}"; see petstore backup --help`);
+  return { folder, keep: keep === undefined ? undefined : Number(keep) };
+}
+
+/** A backup named by when it began, in folder; then the oldest beyond `keep` removed (backup-folder.ts). */
+export async function backupInto(config: Config, { folder, keep }: Into): Promise<void> {
+  const { datedBackupName, pruneDatedBackups } = await import('../storage/sqlite/backup-folder.ts');
+  await backup(config, resolve(folder, datedBackupName(new Date())), false);
+  if (keep === undefined) return;
+  const removed = pruneDatedBackups(folder, keep);
+  if (removed.length > 0)
+    console.log(printable(`Removed ${counted(removed.length, 'older backup')} beyond ${keep}: ${removed.join(', ')}.`));
+}
+
 /** Prints what was found of the backup at file; refuses (exit 1) when any check failed. */
 export async function verify(file: string): Promise<void> {
   const { verifyBackup } = await import('../storage/sqlite/verify.ts');

@@ -18,6 +18,8 @@ export interface CommandSpec {
   name: string;
   /** The arguments it takes, in order, as help names them. */
   args: readonly string[];
+  /** A string option given in place of the arguments (`backup --into DIR` instead of FILE). */
+  argsOrOption?: string;
   /** What follows the name and arguments in the usage line. */
   synopsis: string;
   summary: string;
@@ -165,10 +167,23 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'backup',
     args: ['FILE'],
-    synopsis: '[--force | --verify]',
+    argsOrOption: 'into',
+    synopsis: '[--force | --verify] | --into DIR [--keep N]',
     summary: 'Copy the SQLite database to FILE while servers keep running: one consistent snapshot.',
     options: {
       force: { type: 'boolean', help: 'Replace FILE and FILE.sha256 if they exist (without it, an existing FILE is refused)' },
+      into: {
+        type: 'string',
+        value: 'DIR',
+        help:
+          'Instead of FILE: write DIR/petstore-YYYYMMDDTHHMMSSZ.db, named by the\n' +
+          'UTC second the backup began (the shipped timer and BACKUP_DIR use this)',
+      },
+      keep: {
+        type: 'string',
+        value: 'N',
+        help: 'With --into: then remove the oldest such backups in DIR beyond the newest N',
+      },
       verify: {
         type: 'boolean',
         help:

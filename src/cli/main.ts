@@ -65,6 +65,12 @@ function parseCommandLine(spec: CommandSpec, argv: string[]): Parsed {
     if (option.type === 'boolean' && token.inlineValue) throw new UsageError(`${token.rawName} takes no value; ${seeHelp(spec)}`);
     values[token.name] = token.value ?? true;
   }
+  // `backup --into DIR` names its own file: FILE is not given then.
+  if (spec.argsOrOption !== undefined && values[spec.argsOrOption] !== undefined) {
+    if (args.length > 0)
+      throw new UsageError(`${spec.name} takes ${spec.args.join(' ')} or --${spec.argsOrOption}, not both; ${seeHelp(spec)}`);
+    return { help: false, values, args };
+  }
   if (args.length < spec.args.length) {
     const missing = spec.args[args.length]!;
     const what = missing === 'ID' ? 'a key ID (petstore keys list shows them)' : `a ${missing.toLowerCase()}`;
@@ -305,8 +311,10 @@ async function backupOrRestore(command: 'backup' | 'restore', { values, args }: 
     return b.verify(args[0]!);
   }
   const across = b.parseAcross(text(values['across-environments']));
+  const into = b.parseInto(text(values.into), text(values.keep), values.force === true);
   const config = await readConfig();
-  if (command === 'backup') await b.backup(config, args[0]!, values.force === true);
+  if (command === 'backup' && into) await b.backupInto(config, into);
+  else if (command === 'backup') await b.backup(config, args[0]!, values.force === true);
   else await b.restore(config, args[0]!, { across, withoutChecksum: values['without-checksum'] === true });
 }
 

@@ -336,6 +336,34 @@ describe('backup under load, and restore', () => {
     assert.ok(lstatSync(link).isSymbolicLink());
   });
 
+  test('--into DIR names each backup by the UTC second it began; --keep N then removes the oldest beyond N, and nothing else', async (t) => {
+    const box = sandbox(t);
+    const folder = join(box.dir, 'backups');
+    mkdirSync(folder);
+    // Not dated backups of this command: another name, a dated name without its checksum, a partial file.
+    const others = ['monday.db', 'monday.db.sha256', 'petstore-20200101T000000Z.db', 'notes.txt'];
+    for (const name of others) writeFileSync(join(folder, name), 'kept');
+    const made: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const before = Date.now();
+      const out = await ok(['backup', '--into', folder, '--keep', '2'], box.env);
+      const name = /to (\S+\/(petstore-\d{8}T\d{6}Z\.db)) in /.exec(out.stdout)?.[2];
+      assert.ok(name, out.stdout);
+      const began = Date.parse(name.replace(/^petstore-(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z\.db$/, '$1-$2-$3T$4:$5:$6Z'));
+      assert.ok(began >= Math.floor(before / 1000) * 1000 && began <= Date.now(), `${name} is the second it began`);
+      assert.equal(petsInFile(join(folder, name)).size, SEEDED);
+      made.push(name);
+      if (i >= 2) assert.match(out.stdout, new RegExp(`Removed 1 older backup beyond 2: ${made[i - 2]!.replaceAll('.', '\\.')}\\.`));
+      // The next backup begins in another second: names are unique.
+      await sleep(Math.max(0, 1000 - (Date.now() % 1000)) + 20);
+    }
+    assert.deepEqual(filesIn(folder), [...others, ...made.slice(2).flatMap((n) => [n, `${n}.sha256`])].sort());
+    // Without --keep, nothing is removed.
+    await ok(['backup', '--into', folder], box.env);
+    assert.equal(filesIn(folder).filter((n) => /^petstore-\d{8}T\d{6}Z\.db$/.test(n)).length, 4);
+    await refused(['backup', '--into', join(box.dir, 'missing')], box.env, /is not an existing folder; create it first/);
+  });
+
   test('restore is refused while a server has the database open, idle or not, and leaves it as it was', async (t) => {
     const box = sandbox(t);
     const backupFile = join(box.dir, 'backup.db');
@@ -915,10 +943,12 @@ describe('PostgreSQL and help', () => {
   test('--help documents backup and restore, and reads no configuration', async () => {
     const env = { DATABASE_URL: 'sqlite:/nonexistent/folder/petstore.db', PORT: 'not-a-port' };
     const top = await ok(['--help'], env);
-    assert.match(top.stdout, /^ {2}petstore backup FILE \[--force \| --verify\]$/m);
+    assert.match(top.stdout, /^ {2}petstore backup FILE \[--force \| --verify\] \| --into DIR \[--keep N\]$/m);
     assert.match(top.stdout, /^ {2}petstore restore FILE \[--across-environments FROM:TO\] \[--without-checksum\]$/m);
     const backup = await ok(['backup', '--help'], env);
-    assert.match(backup.stdout, /^Usage: petstore backup FILE \[--force \| --verify\]\n/);
+    assert.match(backup.stdout, /^Usage: petstore backup FILE \[--force \| --verify\] \| --into DIR \[--keep N\]\n/);
+    assert.match(backup.stdout, /--into DIR +Instead of FILE: write DIR\/petstore-YYYYMMDDTHHMMSSZ\.db/);
+    assert.match(backup.stdout, /--keep N +With --into: then remove the oldest such backups in DIR beyond the newest N/);
     assert.match(backup.stdout, /--force .*Replace FILE and FILE\.sha256/);
     assert.match(backup.stdout, /--verify .*Check FILE, a backup, instead of writing one/);
     assert.match(backup.stdout, /SHA-256 is written first to FILE\.sha256/);
@@ -932,6 +962,14 @@ describe('PostgreSQL and help', () => {
     assert.equal(verify.stdout, backup.stdout);
     for (const [args, message] of [
       [['backup', 'x.db', '--force', '--verify'], 'petstore: backup takes --force or --verify, not both; see petstore backup --help\n'],
+      [['backup', 'x.db', '--into', 'backups'], 'petstore: backup takes FILE or --into, not both; see petstore backup --help\n'],
+      [['backup', 'x.db', '--keep', '3'], 'petstore: --keep goes with --into DIR; see petstore backup --help\n'],
+      [
+        ['backup', '--into', 'backups', '--keep', '0'],
+        'petstore: --keep takes how many backups to keep, from 1, not "0"; see petstore backup --help\n',
+      ],
+      [['backup', '--into', 'backups', '--keep', 'all'], /^petstore: --keep takes how many backups to keep, from 1, not "all"/],
+      [['backup', '--into', 'backups', '--force'], /^petstore: --into names a new file, which --force has nothing to replace in/],
       [
         ['restore', 'x.db', '--across-environments', 'staging'],
         /^petstore: --across-environments takes FROM:TO, .* like staging:production; /,

@@ -11,12 +11,12 @@ import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from 'node:tls';
-import { keysCreate, runCli, startServerProcess } from '../support/processes.ts';
+import { freePort, keysCreate, runCli, startServerProcess } from '../support/processes.ts';
 import { request } from '../support/raw-http.ts';
 import { tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 
-function selfSigned(dir: string, name = ''): { cert: string; key: string } {
+function selfSigned(dir: string, name = '', days = 1): { cert: string; key: string } {
   const cert = join(dir, `cert${name}.pem`);
   const key = join(dir, `key${name}.pem`);
   execFileSync(
@@ -32,7 +32,7 @@ function selfSigned(dir: string, name = ''): { cert: string; key: string } {
       '-out',
       cert,
       '-days',
-      '1',
+      String(days),
       '-subj',
       '/CN=localhost',
       '-addext',
@@ -102,10 +102,18 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
   const dir = tempDir(t);
   const { cert, key } = selfSigned(dir);
   copyFileSync(key, join(dir, 'key.pem.first'));
-  const renewed = selfSigned(dir, '-renewed');
+  const renewed = selfSigned(dir, '-renewed', 30);
   const fingerprintOf = (path: string) => new X509Certificate(readFileSync(path)).fingerprint256;
+  const endOf = (path: string) => Date.parse(new X509Certificate(readFileSync(path)).validTo) / 1000;
   const first = fingerprintOf(cert);
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key };
+  const firstEnd = endOf(cert);
+  const metricsPort = await freePort();
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key, METRICS_PORT: String(metricsPort) };
+  // petstore_tls_certificate_expiry_timestamp_seconds: when the certificate in use ends (PetstoreTlsCertificateExpiring).
+  const expiryShown = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    return Number(/^petstore_tls_certificate_expiry_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
+  };
   const ca = readFileSync(cert);
   const server = await startServerProcess(env, {
     scheme: 'https',
@@ -113,6 +121,7 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
     owner: t,
   });
   assert.equal(await certificateShown(server.url), first);
+  assert.equal(await expiryShown(), firstEnd);
 
   // Renewed in place, as certbot or a mounted Secret does: the new pair, then the signal.
   copyFileSync(renewed.cert, cert);
@@ -122,6 +131,8 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
   await eventually(async () => server.stdout().includes('"msg":"TLS certificate reloaded"'), 5000, 50);
   assert.match(server.stdout(), /"certificateValidUntil":"\d{4}-\d\d-\d\dT/);
   assert.equal((await request(`${server.url}/healthz`, { ca: readFileSync(cert) })).status, 200, 'served with the new pair');
+  assert.equal(await expiryShown(), endOf(renewed.cert), 'the gauge follows the certificate in use');
+  assert.ok(endOf(renewed.cert) - firstEnd > 28 * 86400);
 
   // A key that is not the certificate's: refused, and the pair in use stays.
   copyFileSync(join(dir, 'key.pem.first'), key);
@@ -130,6 +141,7 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
   assert.match(server.stdout(), /"msg":"TLS certificate not reloaded: the one in use is kept"/);
   assert.match(server.stdout(), /key values mismatch/);
   assert.equal(await certificateShown(server.url), fingerprintOf(renewed.cert));
+  assert.equal(await expiryShown(), endOf(renewed.cert), 'a refused pair leaves the gauge on the one in use');
   server.child.kill('SIGTERM');
   assert.equal(await server.exited, 0, 'SIGHUP did not end it');
 });

@@ -17,9 +17,12 @@ const NAMED_BUT_ABSENT = new Map([
   ['test/deployment/manifests.check.ts', 'the file the Kubernetes test writes to type-check the manifests'],
 ]);
 
-/** A path from the project's root, in one of its folders, with an extension: how docs and comments name files. */
+/**
+ * A path from the project's root, in one of its folders, with an extension: how docs and comments name
+ * files. One extension only at the end: `database.conf.example` is not `database.conf`.
+ */
 const CITED =
-  /(?<![\w./-])((?:src|test|scripts|bench|deploy|docs|examples|client)\/[\w./-]*\w\.(?:ts|mjs|js|md|ya?ml|json|conf|service|sh))\b/g;
+  /(?<![\w./-])((?:src|test|scripts|bench|deploy|docs|examples|client)\/[\w./-]*\w\.(?:ts|mjs|js|md|ya?ml|json|conf|service|sh))\b(?!\.\w)/g;
 
 test('every project path named in the tracked docs, code and shipped files exists (or is one a run writes, ignored by git)', () => {
   const tracked = execFileSync('git', ['ls-files'], { cwd: ROOT, encoding: 'utf8' })

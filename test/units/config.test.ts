@@ -77,6 +77,7 @@ test('an empty environment gives the defaults', () => {
     migrationLockWaitMs: 300_000,
     migrations: 'apply',
     migrationStatementTimeoutMs: 300_000,
+    backupDir: undefined,
     keyCacheTtlMs: 2000,
     anonymousPerMinute: 60,
     docsPerMinute: 300,

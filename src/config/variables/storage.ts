@@ -59,4 +59,16 @@ export const STORAGE_VARIABLES = [
       '`petstore migrate` exits 1 naming this setting. SQLite has none: a migration holds the write lock and waits for nothing else.',
     app: false,
   }),
+  variable({
+    env: 'BACKUP_DIR',
+    field: 'backupDir',
+    schema: Schema.String(),
+    accepts: 'a folder',
+    default: undefined,
+    description:
+      'SQLite: the folder `petstore backup --into` writes dated backups to (the shipped backup timer). When set, `/metrics` ' +
+      'reports when the newest complete one began (`petstore_backup_last_success_timestamp_seconds`, 0 while there is none), ' +
+      'for the PetstoreBackupStale alert. See "Backups" in docs/operations.md.',
+    app: false,
+  }),
 ] as const;

@@ -12,12 +12,12 @@ import { readTls } from '../../config/named-files.ts';
 import type { Config } from '../../config.ts';
 
 /** When the certificate at the start of a PEM bundle stops being valid, as its notAfter says. */
-function certificateEnd(cert: Buffer): string {
-  return new Date(new X509Certificate(cert).validTo).toISOString();
+export function certificateEnd(cert: Buffer): Date {
+  return new Date(new X509Certificate(cert).validTo);
 }
 
 /** Reads the pair again and puts it in use, saying so in the log either way. */
-function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger): void {
+function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger, inUse: (validTo: Date) => void): void {
   let files: { cert: Buffer; key: Buffer };
   try {
     files = readTls(config)!;
@@ -27,11 +27,22 @@ function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBase
     return;
   }
   server.setSecureContext(files);
-  log.info({ certificateValidUntil: certificateEnd(files.cert) }, 'TLS certificate reloaded');
+  const validTo = certificateEnd(files.cert);
+  inUse(validTo);
+  log.info({ certificateValidUntil: validTo.toISOString() }, 'TLS certificate reloaded');
 }
 
-/** On each SIGHUP, the pair is read again (reloadTls); nothing for plain HTTP. */
-export function reloadTlsOnSignal(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger): void {
+/**
+ * On each SIGHUP, the pair is read again (reloadTls); nothing for plain HTTP. `inUse` hears when each
+ * certificate put in use expires, the first at once (petstore_tls_certificate_expiry_timestamp_seconds).
+ */
+export function reloadTlsOnSignal(
+  server: Server,
+  config: Pick<Config, 'tls'>,
+  log: FastifyBaseLogger,
+  { certificate, inUse }: { certificate: Buffer; inUse: (validTo: Date) => void },
+): void {
   if (!config.tls) return;
-  process.on('SIGHUP', () => reloadTls(server, config, log));
+  inUse(certificateEnd(certificate));
+  process.on('SIGHUP', () => reloadTls(server, config, log, inUse));
 }
