@@ -3,7 +3,7 @@
  * may use, the embedded database's files and the room left on their file system, the newest backup, and
  * when the TLS certificate in use expires. Each is read at the scrape, so it is never older than the scrape.
  */
-import { stat, statfs } from 'node:fs/promises';
+import { realpath, stat, statfs } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
@@ -35,8 +35,10 @@ async function sizeOf(path: string): Promise<number> {
  * until set, and a free space of 0 on a PostgreSQL instance would page.
  */
 function watchFiles(registry: Registry, files: WatchedFiles): void {
-  const fileSystem = () =>
-    statfs(dirname(files.database)).then(
+  // SQLite follows a link to the database and keeps its -wal beside the file the link leads to.
+  const database = () => realpath(files.database).catch(() => files.database);
+  const fileSystem = async () =>
+    statfs(dirname(await database())).then(
       (s) => ({ available: s.bavail * s.bsize, size: s.blocks * s.bsize }),
       () => undefined,
     );
@@ -46,8 +48,9 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
     labelNames: ['file'] as const,
     registers: [registry],
     async collect() {
-      const [database, wal] = await Promise.all([sizeOf(files.database), sizeOf(`${files.database}-wal`)]);
-      this.set({ file: 'database' }, database);
+      const path = await database();
+      const [main, wal] = await Promise.all([sizeOf(path), sizeOf(`${path}-wal`)]);
+      this.set({ file: 'database' }, main);
       this.set({ file: 'wal' }, wal);
     },
   });

@@ -86,6 +86,8 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
   app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
   if (tls)
     reloadTlsOnSignal(app.server as unknown as HttpsServer, config, app.log, { certificate: tls.cert, inUse: metrics.tlsCertificateInUse });
+  // `systemctl reload` on plain HTTP: nothing to read again, and a reload must never end the server.
+  else process.on('SIGHUP', () => app.log.info('SIGHUP: nothing to reload without TLS_CERT; other settings are read at start'));
   shutDownOnSignals(
     app,
     { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },

@@ -88,7 +88,7 @@ install_release() {
     mv -T "$partial" "$base/releases/$name"
   fi
   if [ -n "$current" ] && [ "$current" != "$name" ] && [ "$systemd" != no ]; then
-    systemctl start petstore-backup.service
+    backup_first
   fi
   migrate "$name"
   if [ "$current" != "$name" ]; then
@@ -96,6 +96,27 @@ install_release() {
     point current "$name"
   fi
   restart
+}
+
+# The database as the units name it: the unit's SQLite file, unless /etc/petstore/env names another.
+database_url() {
+  local url
+  url=$(sed -n 's/^DATABASE_URL=//p' /etc/petstore/env 2>/dev/null | tail -n 1)
+  url=${url#\"}
+  echo "${url%\"}"
+}
+
+# Before a migration, a backup by the backup unit; PostgreSQL's is pg_dump's, which is not this script's.
+backup_first() {
+  local url
+  url=$(database_url)
+  case "$url" in
+    "" | sqlite:* | file:*)
+      systemctl start petstore-backup.service ||
+        die "the backup before the upgrade failed, nothing was changed: journalctl -u petstore-backup -e says why"
+      ;;
+    *) echo "DATABASE_URL is not SQLite: no backup made here; back it up with pg_dump first (docs/operations.md, \"Backups\")" ;;
+  esac
 }
 
 rollback() {

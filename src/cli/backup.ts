@@ -74,12 +74,13 @@ export interface Into {
 }
 
 /** --into DIR and --keep N, checked before anything is read: N a whole number from 1, --keep only with --into. */
-export function parseInto(folder: string | undefined, keep: string | undefined, force: boolean): Into | undefined {
+export function parseInto(folder: string | undefined, keep: string | undefined, force: boolean, verify = false): Into | undefined {
   if (folder === undefined) {
     if (keep !== undefined) throw new UsageError('--keep goes with --into DIR; see petstore backup --help');
     return undefined;
   }
   if (force) throw new UsageError('--into names a new file, which --force has nothing to replace in; see petstore backup --help');
+  if (verify) throw new UsageError('--verify checks a FILE: it does not go with --into; see petstore backup --help');
   if (keep !== undefined && !/^[1-9]\d{0,5}$/.test(keep))
     throw new UsageError(`--keep takes how many backups to keep, from 1, not "${keep}"; see petstore backup --help`);
   return { folder, keep: keep === undefined ? undefined : Number(keep) };

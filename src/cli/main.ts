@@ -306,12 +306,12 @@ async function keys(action: string, { values, args }: Parsed): Promise<void> {
 async function backupOrRestore(command: 'backup' | 'restore', { values, args }: Parsed): Promise<void> {
   const b = await import('./backup.ts');
   // --verify looks at a file only: no configuration, no database.
-  if (values.verify === true) {
+  if (values.verify === true && values.into === undefined) {
     if (values.force === true) throw new UsageError('backup takes --force or --verify, not both; see petstore backup --help');
     return b.verify(args[0]!);
   }
   const across = b.parseAcross(text(values['across-environments']));
-  const into = b.parseInto(text(values.into), text(values.keep), values.force === true);
+  const into = b.parseInto(text(values.into), text(values.keep), values.force === true, values.verify === true);
   const config = await readConfig();
   if (command === 'backup' && into) await b.backupInto(config, into);
   else if (command === 'backup') await b.backup(config, args[0]!, values.force === true);

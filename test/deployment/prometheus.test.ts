@@ -129,9 +129,14 @@ const anchorOf = (heading: string) =>
  * ($instance by its "All" value); one this test does not know fails.
  */
 function asGrafanaSends(expr: string): string {
-  const instance = dashboard.templating.list.find((v) => v.name === 'instance')?.allValue;
+  const allOf = (name: string) => dashboard.templating.list.find((v) => v.name === name)?.allValue;
   // Grafana's own $__rate_interval is at least four scrape intervals; a minute holds many of this test's.
-  const values: Record<string, string | undefined> = { job: JOB, instance, __rate_interval: '1m' };
+  const values: Record<string, string | undefined> = {
+    job: JOB,
+    namespace: allOf('namespace'),
+    instance: allOf('instance'),
+    __rate_interval: '1m',
+  };
   return expr.replace(/\$\{?(\w+)\}?/g, (whole, name: string) => {
     const value = values[name];
     if (value === undefined) throw new Error(`${whole} in ${expr}: a variable this test does not substitute`);
@@ -185,6 +190,7 @@ function unexported(expr: string, exported: ExportedSeries, target: Record<strin
     }
     for (const label of values.keys()) labelsOfExpression.add(label);
     for (const { label, op, value } of selector.matchers) {
+      if (KUBERNETES_TARGET_LABELS.has(label)) continue;
       const known = values.get(label);
       if (known === undefined) {
         problems.push(`${name} has no label ${label}`);

@@ -553,6 +553,7 @@ test('install-release.sh installs releases side by side, switches the link atomi
   assert.equal(link('current'), 'releases/1.0.0-b');
   assert.equal(link('previous'), 'releases/1.0.0-a');
   assert.deepEqual(snapshot(a), running, 'the folder of the release in use, untouched by the upgrade');
+  // strace pads the pid to a width of its own: one space or more before the call.
   const current = `"${join(base, 'current')}"`;
   const naming = readFileSync(trace, 'utf8')
     .split('\n')
@@ -561,7 +562,7 @@ test('install-release.sh installs releases side by side, switches the link atomi
   for (const line of naming)
     assert.match(
       line,
-      new RegExp(`^\\d+ rename(at2?)?\\(.*, ${current.replaceAll('.', '\\.')}(, \\w+)?\\) = (0|-1 EEXIST .*)$`),
+      new RegExp(`^\\d+ +rename(at2?)?\\(.*, ${current.replaceAll('.', '\\.')}(, \\w+)?\\) = (0|-1 EEXIST .*)$`),
       `only renamed onto: ${line}`,
     );
   assert.ok(

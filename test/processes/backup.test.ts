@@ -970,6 +970,7 @@ describe('PostgreSQL and help', () => {
       ],
       [['backup', '--into', 'backups', '--keep', 'all'], /^petstore: --keep takes how many backups to keep, from 1, not "all"/],
       [['backup', '--into', 'backups', '--force'], /^petstore: --into names a new file, which --force has nothing to replace in/],
+      [['backup', '--into', 'backups', '--verify'], /^petstore: --verify checks a FILE: it does not go with --into/],
       [
         ['restore', 'x.db', '--across-environments', 'staging'],
         /^petstore: --across-environments takes FROM:TO, .* like staging:production; /,

@@ -145,3 +145,13 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
   server.child.kill('SIGTERM');
   assert.equal(await server.exited, 0, 'SIGHUP did not end it');
 });
+
+test('without TLS, SIGHUP (systemctl reload) is logged and ends nothing', async (t) => {
+  const dir = tempDir(t);
+  const server = await startServerProcess({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, { owner: t });
+  server.child.kill('SIGHUP');
+  await eventually(async () => server.stdout().includes('SIGHUP: nothing to reload without TLS_CERT'), 5000, 50);
+  assert.equal((await fetch(`${server.url}/healthz`)).status, 200, 'still serving');
+  server.child.kill('SIGTERM');
+  assert.equal(await server.exited, 0);
+});

@@ -19,21 +19,22 @@ export function certificateEnd(cert: Buffer): Date {
 /** Reads the pair again and puts it in use, saying so in the log either way. */
 function reloadTls(server: Server, config: Pick<Config, 'tls'>, log: FastifyBaseLogger, inUse: (validTo: Date) => void): void {
   let files: { cert: Buffer; key: Buffer };
+  let validTo: Date;
   try {
     files = readTls(config)!;
     createSecureContext(files); // refuses a key that is not the certificate's, before anything changes
+    validTo = certificateEnd(files.cert);
   } catch (err) {
     log.error({ err: { message: (err as Error).message } }, 'TLS certificate not reloaded: the one in use is kept');
     return;
   }
   server.setSecureContext(files);
-  const validTo = certificateEnd(files.cert);
   inUse(validTo);
   log.info({ certificateValidUntil: validTo.toISOString() }, 'TLS certificate reloaded');
 }
 
 /**
- * On each SIGHUP, the pair is read again (reloadTls); nothing for plain HTTP. `inUse` hears when each
+ * On each SIGHUP, the pair is read again (reloadTls); for a server with TLS only. `inUse` hears when each
  * certificate put in use expires, the first at once (petstore_tls_certificate_expiry_timestamp_seconds).
  */
 export function reloadTlsOnSignal(
@@ -42,7 +43,6 @@ export function reloadTlsOnSignal(
   log: FastifyBaseLogger,
   { certificate, inUse }: { certificate: Buffer; inUse: (validTo: Date) => void },
 ): void {
-  if (!config.tls) return;
   inUse(certificateEnd(certificate));
   process.on('SIGHUP', () => reloadTls(server, config, log, inUse));
 }

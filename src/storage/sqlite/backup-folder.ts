@@ -45,21 +45,28 @@ function datedBackups(names: readonly string[]): { name: string; beganAt: number
 export function pruneDatedBackups(folder: string, keep: number): string[] {
   const backups = datedBackups(readdirSync(folder));
   const removed = backups.slice(0, Math.max(0, backups.length - keep)).map((b) => b.name);
+  // The copy first: a checksum left alone by an interruption names nothing, a copy left alone would never be counted again.
   for (const name of removed) {
     const file = join(folder, name);
-    rmSync(`${file}.sha256`, { force: true });
     rmSync(file, { force: true });
+    rmSync(`${file}.sha256`, { force: true });
   }
   return removed;
 }
 
-/** When the newest complete dated backup in folder began (ms since the epoch); 0 when there is none or no folder. */
-export async function newestDatedBackup(folder: string): Promise<number> {
+/** A day: a backup dated later than that after now was named by a clock far ahead, not begun yet. */
+const FUTURE_MS = 86_400_000;
+
+/**
+ * When the newest complete dated backup in folder began (ms since the epoch); 0 when there is none or no
+ * folder. One dated more than a day ahead is left out: it would otherwise be the newest for ever.
+ */
+export async function newestDatedBackup(folder: string, nowMs = Date.now()): Promise<number> {
   let names: string[];
   try {
     names = await readdir(folder);
   } catch {
     return 0;
   }
-  return datedBackups(names).at(-1)?.beganAt ?? 0;
+  return datedBackups(names).findLast((b) => b.beganAt <= nowMs + FUTURE_MS)?.beganAt ?? 0;
 }
