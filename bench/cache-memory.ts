@@ -10,13 +10,14 @@
  * Usage: node bench/cache-memory.ts [--pets=1000] [--reference=DIR]; extra environment (PAGE_CACHE_BYTES=...) reaches the servers.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startLaunch, type Launch } from '../scripts/start-command.ts';
 import { CODINGS, hostileListing } from '../test/support/hostile-listing.ts';
 import { tempDir } from '../test/support/temp.ts';
+import { cachesOff } from './cache-switches.ts';
 import { peakRssMiB, rssMiB } from './cpu.ts';
 
 const { values: args } = parseArgs({
@@ -32,13 +33,6 @@ const freePort = (): Promise<number> =>
       server.close(() => resolve(port));
     });
   });
-
-/** The variables that turn a build's caches off: its page cache (by bytes, or by count before that) and its pet cache. */
-function cachesOff(checkout: string): Record<string, string> {
-  const config = readFileSync(join(checkout, 'dist/config.js'), 'utf8');
-  if (!config.includes('PAGE_CACHE_BYTES')) return { PAGE_CACHE_SIZE: '0' };
-  return { PAGE_CACHE_BYTES: '0', ...(config.includes('PET_CACHE_BYTES') ? { PET_CACHE_BYTES: '0' } : {}) };
-}
 
 interface Measured {
   startMiB: number;

@@ -68,6 +68,7 @@ import {
   type MixKeys,
 } from './mix.ts';
 import { launchOf, startLaunch, type Launch } from '../scripts/start-command.ts';
+import { pageCacheOff } from './cache-switches.ts';
 import { holdIdlePolling } from './idle-polling.ts';
 import { referencePackage } from './reference-packages.ts';
 import { luaString, stopWrk, wrk, type WrkReport } from './wrk.ts';
@@ -459,9 +460,9 @@ function serverStarts(body: string, mixRuns: number, partsPerRun: number): Recor
   const sqlite1m = once(() => sqliteDataset('large', 1_000_000, PET_STATUSES));
   const pg1k = once(() => postgresDataset('small', 1_000, PET_STATUSES));
   const pg1m = once(() => postgresDataset('large', 1_000_000, PET_STATUSES));
-  // The page cache is off with PAGE_CACHE_BYTES=0 on both engines (src/http/answers/page-cache.ts keeps nothing in 0 bytes).
-  const noCache = { PAGE_CACHE_BYTES: '0' };
   const services = (v: Variant): Record<string, () => Promise<Server>> => {
+    // The page cache off on both engines, in the variables of the build that runs (a reference may be older).
+    const noCache = pageCacheOff(v.checkout ?? '.');
     const name = (n: string) => n + serverOf(v);
     const own = (n: string) => (v === A ? n : `${n}_${v.letter.toLowerCase()}`);
     return {

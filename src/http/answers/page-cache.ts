@@ -107,7 +107,7 @@ export class PageCache<V extends Kept = CachedPage> {
 
   /** Keeps the answer as the most recently used, unless it alone is larger than the whole budget. */
   set(key: string, value: V): void {
-    if (this.#ttlMs <= 0) return;
+    if (this.#ttlMs <= 0 || this.#maxBytes <= 0) return; // a cache of nothing: no entry to measure
     const nowMs = this.#now();
     if (this.#ttlMs !== Infinity) this.#dropExpired(nowMs);
     this.#delete(key);
