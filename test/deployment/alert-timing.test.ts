@@ -435,7 +435,9 @@ test(
       assert.equal(run.status, 0, `promtool test rules, rules every ${evaluation} s:\n${output.slice(0, 6000)}`);
       cases += tests.length;
     }
-    t.diagnostic(`${cases} timing cases (${CASES.length} cases × 3 intervals × 2 offsets × 2 evaluation intervals, those of hours at one) passed`);
+    t.diagnostic(
+      `${cases} timing cases (${CASES.length} cases × 3 intervals × 2 offsets × 2 evaluation intervals, those of hours at one) passed`,
+    );
 
     // Every alert of the rules fires in one case here and stays quiet in another, but the two whose
     // conditions take a day or most of one to build up (alerts-daily.test.yml has them, at a 2-minute
