@@ -2,7 +2,8 @@
  * Opaque keyset cursors: the page's last id and its status filter under an HMAC, so a forged or edited cursor
  * is a 400, never a different page. The secret is in the database, so every instance accepts every cursor.
  */
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { hmacSha256, type Mac } from './hmac.ts';
 import type { PetStatus } from './pet.ts';
 
 const MAC_BYTES = 12;
@@ -16,10 +17,10 @@ export interface CursorPosition {
 }
 
 export class CursorCodec {
-  readonly #key: KeyObject;
+  readonly #hmac: Mac;
 
   constructor(secret: string) {
-    this.#key = createSecretKey(Buffer.from(secret, 'utf8'));
+    this.#hmac = hmacSha256(Buffer.from(secret, 'utf8'));
   }
 
   encode(position: CursorPosition): string {
@@ -45,6 +46,6 @@ export class CursorCodec {
    * uncached list's path cost more than the digest (BENCHMARKS.md, "The uncached list").
    */
   #mac(payload: string): string {
-    return createHmac('sha256', this.#key).update(payload, 'latin1').digest('latin1').slice(0, MAC_BYTES);
+    return this.#hmac(payload).slice(0, MAC_BYTES);
   }
 }

@@ -7,6 +7,7 @@ import { environmentOfKey, formatOfKey, hashKey, issueKey } from '../../src/doma
 import { HashPrefixSet } from '../../src/domain/hash-prefix-set.ts';
 import { KeyTags, TAG_LENGTH } from '../../src/domain/key-tags.ts';
 import { CursorCodec, type CursorPosition } from '../../src/domain/cursor.ts';
+import { hmacSha256, MAC_MESSAGE_MAX } from '../../src/domain/hmac.ts';
 import { inDecimalOrder, INT64_MAX, isPositiveInt64 } from '../../src/domain/int64.ts';
 import { nameProblem, PET_STATUSES } from '../../src/domain/pet.ts';
 import { petJson, petsJson } from '../../src/domain/pet-json.ts';
@@ -150,6 +151,37 @@ describe('CursorCodec', () => {
     for (const payload of ['0:', '05:', '-1:', '1', ':', '1:unknown', '1:sold:', 'x:', '12345678901234567890:', '1:Sold', '']) {
       assert.equal(codec.decode(sign(payload)), undefined, JSON.stringify(payload));
     }
+  });
+});
+
+describe('hmacSha256', () => {
+  test('equals node:crypto createHmac for keys shorter than, equal to and longer than the 64-byte block, and messages up to the limit', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), fc.uint8Array({ maxLength: MAC_MESSAGE_MAX }), (key, bytes) => {
+        const message = Buffer.from(bytes).toString('latin1'); // every byte value, one character each
+        const expected = createHmac('sha256', key).update(bytes).digest('latin1');
+        assert.equal(hmacSha256(Buffer.from(key))(message), expected);
+      }),
+      {
+        numRuns: 500,
+        examples: [
+          [new Uint8Array(64).fill(7), new Uint8Array(0)],
+          [new Uint8Array(65).fill(7), new Uint8Array(MAC_MESSAGE_MAX).fill(255)],
+        ],
+      },
+    );
+  });
+
+  test('the same MAC every time: nothing of a longer message stays behind for a shorter one', () => {
+    const mac = hmacSha256(Buffer.from(SECRET));
+    const first = mac('20:sold');
+    mac('a much longer message than the first one, to leave something behind if anything were kept');
+    assert.equal(mac('20:sold'), first);
+  });
+
+  test('refuses a message longer than the limit rather than cut it', () => {
+    const mac = hmacSha256(Buffer.from(SECRET));
+    assert.throws(() => mac('x'.repeat(MAC_MESSAGE_MAX + 1)), RangeError);
   });
 });
 
