@@ -21,12 +21,14 @@ function configText(checkout: string): string {
     .join('\n');
 }
 
-export function pageCacheOff(checkout: string): Record<string, string> {
-  return configText(checkout).includes('PAGE_CACHE_BYTES') ? { PAGE_CACHE_BYTES: '0' } : { PAGE_CACHE_SIZE: '0' };
-}
-
 export function cachesOff(checkout: string): Record<string, string> {
   const config = configText(checkout);
   if (!config.includes('PAGE_CACHE_BYTES')) return { PAGE_CACHE_SIZE: '0' };
   return { PAGE_CACHE_BYTES: '0', ...(config.includes('PET_CACHE_BYTES') ? { PET_CACHE_BYTES: '0' } : {}) };
+}
+
+/** The page cache alone off: cachesOff without the pet cache's variable. */
+export function pageCacheOff(checkout: string): Record<string, string> {
+  const { PET_CACHE_BYTES: _petCache, ...page } = cachesOff(checkout);
+  return page;
 }

@@ -34,23 +34,42 @@ async function sizeOf(path: string): Promise<number> {
  * The gauges of the embedded database's files, registered only for SQLite: an unlabelled gauge reads 0
  * until set, and a free space of 0 on a PostgreSQL instance would page.
  */
-function watchFiles(registry: Registry, files: WatchedFiles): void {
-  // SQLite follows a link to the database and keeps its -wal beside the file the link leads to.
-  const database = () => realpath(files.database).catch(() => files.database);
-  const fileSystem = async () =>
-    statfs(dirname(await database())).then(
+/** What a scrape reports of the database's files: their sizes, and their file system's room (undefined if statfs failed). */
+interface FilesReading {
+  database: number;
+  wal: number;
+  fileSystem: { available: number; size: number } | undefined;
+}
+
+/** Reads the files once: through a link, SQLite keeps the -wal beside the file it leads to, on that file's volume. */
+async function readFiles(path: string): Promise<FilesReading> {
+  const database = await realpath(path).catch(() => path);
+  const [main, wal, fileSystem] = await Promise.all([
+    sizeOf(database),
+    sizeOf(`${database}-wal`),
+    statfs(dirname(database)).then(
       (s) => ({ available: s.bavail * s.bsize, size: s.blocks * s.bsize }),
       () => undefined,
-    );
+    ),
+  ]);
+  return { database: main, wal, fileSystem };
+}
+
+function watchFiles(registry: Registry, files: WatchedFiles): void {
+  // The three gauges are collected together at each scrape: they share one reading while it is under way.
+  let reading: Promise<FilesReading> | undefined;
+  const read = () =>
+    (reading ??= readFiles(files.database).finally(() => {
+      reading = undefined;
+    }));
   new Gauge({
     name: 'petstore_sqlite_file_bytes',
     help: 'Size of the embedded SQLite database\'s files: "database" (the main file) and "wal" (its write-ahead log).',
     labelNames: ['file'] as const,
     registers: [registry],
     async collect() {
-      const path = await database();
-      const [main, wal] = await Promise.all([sizeOf(path), sizeOf(`${path}-wal`)]);
-      this.set({ file: 'database' }, main);
+      const { database, wal } = await read();
+      this.set({ file: 'database' }, database);
       this.set({ file: 'wal' }, wal);
     },
   });
@@ -59,8 +78,8 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
     help: "Bytes the service's user may still write on the file system that holds the SQLite database and its WAL.",
     registers: [registry],
     async collect() {
-      const s = await fileSystem();
-      if (s) this.set(s.available);
+      const { fileSystem } = await read();
+      if (fileSystem) this.set(fileSystem.available);
     },
   });
   new Gauge({
@@ -68,8 +87,8 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
     help: 'Size of the file system that holds the SQLite database and its WAL.',
     registers: [registry],
     async collect() {
-      const s = await fileSystem();
-      if (s) this.set(s.size);
+      const { fileSystem } = await read();
+      if (fileSystem) this.set(fileSystem.size);
     },
   });
   const backupDir = files.backupDir;
