@@ -71,6 +71,7 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
   console.log(`\n=== ${label} on Node.js ${process.version}: ${list.length} test files, ${limitWords} ===\n`);
   // The spec reporter for people, and TAP into a file for the summary at the end.
   const tap = join(work, `pass-${passes.length}.tap`);
+  const started = performance.now();
   const result = spawnSync(
     process.execPath,
     [
@@ -85,7 +86,12 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
     { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine, [FILE_TIMEOUT_VARIABLE]: String(fileTimeout) } },
   );
   const ok = result.status === 0;
-  passes.push({ name: `${label} (${list.length} files)`, ok, ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '') });
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  passes.push({
+    name: `${label} (${list.length} files, ${minutes} min)`,
+    ok,
+    ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : ''),
+  });
   return ok;
 }
 
