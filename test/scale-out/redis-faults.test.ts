@@ -112,8 +112,11 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     const inMemory = await fallbacks(metrics);
     assert.ok(inMemory >= 60, `${inMemory} decisions counted as taken in memory`);
     const said = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
-    assert.equal(said.filter((m) => /^Redis unreachable: rate limiting in memory/.test(m)).length, 1, 'the outage is logged once');
-    assert.equal(said.filter((m) => /^Redis reachable again/.test(m)).length, 1, 'and its end');
+    assert.deepEqual(
+      said.filter((m) => /Redis/.test(m)).map((m) => m.replace(/:.*/s, '')),
+      ['Redis unreachable', 'Redis reachable again'],
+      'the outage is logged once, as an outage, and its end once',
+    );
   });
 
   test('a spent day stays spent through a slow reply', async () => {
@@ -401,5 +404,89 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     await l.consume('addr:10.1.0.1', address);
     assert.equal(l.fallbackSubjects, 1, 'the ended minute took its subjects with it');
     redis.child.kill('SIGCONT');
+  });
+
+  test('window counts Redis lost while this instance stayed connected (evicted, deleted) are put back from its own on its next request', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const lines: string[] = [];
+    const l = await createTestRedisLimiter({
+      url: `redis://127.0.0.1:${redis.port}`,
+      keyPrefix: prefix,
+      clock,
+      metrics,
+      log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+      owner: suite,
+    });
+    const limits = limitsOf(10, 100);
+    assert.equal(await admitted(l, 'key:lost', limits, 4), 4);
+    await admin.del(windowKey(prefix, 'key:lost', 'minute'), windowKey(prefix, 'key:lost', 'day'));
+    // Redis counts this one as the window's first: it holds 1 for this instance, which admitted 5.
+    assert.equal((await l.consume('key:lost', limits)).allowed, true);
+    await eventually(
+      async () => (await degraded(metrics)) === 0 && (await countedIn(admin, windowKey(prefix, 'key:lost', 'minute'))) === 5,
+      5_000,
+      50,
+    );
+    assert.equal(await countedIn(admin, windowKey(prefix, 'key:lost', 'day')), 5);
+    assert.equal(await admitted(l, 'key:lost', limits, 10), 5, 'the rest of the ten, not ten more');
+    const said = lines.map((line) => JSON.parse(line) as { msg: string; level: number });
+    const told = said.filter((m) => /Redis/.test(m.msg));
+    assert.deepEqual(
+      told.map((m) => [m.msg.replace(/:.*/s, ''), m.level]),
+      [
+        ['Redis holds another count for this instance than it admitted', 30],
+        ['Redis reachable again', 30],
+      ],
+      'said at info: nothing was unreachable',
+    );
+  });
+
+  test('without a timeout of its own, a request waits 250 ms for a hung Redis, then the fallback decides', async () => {
+    const l = new RedisRateLimiter({
+      urls: [`redis://127.0.0.1:${redis.port}`],
+      keyPrefix: newKeyPrefix(),
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+      fakeClock: clock,
+    });
+    atEnd(suite, () => l.close());
+    await l.ready();
+    const limits = limitsOf(10, 100);
+    await l.consume('key:default-timeout', limits);
+    const stalled = stall(4);
+    await sleep(50);
+    const started = performance.now();
+    const decision = await l.consume('key:default-timeout', limits);
+    const waited = performance.now() - started;
+    await stalled;
+    assert.equal(decision.allowed, true);
+    // The bound is the timeout plus a scheduler's slack, far from the 4 s Redis hangs.
+    assert.ok(waited < 2_000, `decided after ${Math.round(waited)} ms`);
+  });
+
+  test('a Redis restarted empty gets back every subject this instance counted, more than one batch of them, and a spent day whose minute has passed', async () => {
+    const metrics = createMetrics();
+    const prefix = newKeyPrefix();
+    const l = await limiter(metrics, prefix);
+    const limits = limitsOf(100, 5);
+    const many = Array.from({ length: 600 }, (_, i) => `key:many-${i}`);
+    for (const subject of many) assert.equal((await l.consume(subject, limits)).allowed, true);
+    assert.equal(await admitted(l, 'key:day-spent', limits, 5), 5);
+    const saved = clock.ms;
+    try {
+      clock.ms += MINUTE_MS;
+      // Refused for the day in the next minute: that minute holds nothing of it, its day all five.
+      assert.equal((await l.consume('key:day-spent', limits)).allowed, false);
+      await redis.kill(); // it keeps nothing on disk: it comes back empty
+      redis = await startRedis(dir, 'faults', REDIS_LINES, false, redis.port);
+      await eventually(async () => (await degraded(metrics)) === 0, 15_000, 100);
+      for (const subject of many) assert.equal(await countedIn(admin, windowKey(prefix, subject, 'day')), 1, subject);
+      assert.equal(await countedIn(admin, windowKey(prefix, 'key:day-spent', 'day')), 5);
+      const fresh = await limiter(createMetrics(), prefix);
+      assert.equal(await admitted(fresh, 'key:day-spent', limits, 3), 0, 'another instance finds the day spent');
+    } finally {
+      clock.ms = saved;
+    }
   });
 });
