@@ -87,11 +87,8 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
   );
   const ok = result.status === 0;
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
-  passes.push({
-    name: `${label} (${list.length} files, ${minutes} min)`,
-    ok,
-    ...summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : ''),
-  });
+  const summary = summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '');
+  passes.push({ name: `${label} (${list.length} files)`, ok, ...summary, counts: `${summary.counts}, ${minutes} min` });
   return ok;
 }
 
