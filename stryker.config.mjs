@@ -19,6 +19,8 @@ const testFiles = [
   'test/units/limits.test.ts',
   'test/units/memory-limiter.test.ts',
   'test/units/bans.test.ts',
+  // The shared table the in-process limiter keeps its counts in, with threads counting at once.
+  'test/units/shared-table.test.ts',
   // The in-process limiter and the bans against their model: 300 random sequences, about 3 s.
   'test/units/limits-model.test.ts',
   'test/http/rate-limits.test.ts',

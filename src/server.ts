@@ -11,6 +11,7 @@ import { reloadTlsOnSignal } from './http/server/tls-reload.ts';
 import type { Server as HttpsServer } from 'node:https';
 import { startMetricsListener } from './http/server/metrics-listener.ts';
 import { openLimiter, type RedisTarget } from './limits/open.ts';
+import { limiterTable } from './limits/subject-records.ts';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { shutDownOnSignals } from './shutdown.ts';
@@ -64,7 +65,7 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
     traceSqlite: tracing?.traceSqlite,
     log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
   });
-  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics });
+  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics, table: limiterTable(config.rateLimitMemoryBytes) });
   const tls = readTls(config);
   const app = await buildApp(config, { store, limiter, logger, metrics, tls });
   if (config.database.engine === 'sqlite' && config.database.path !== ':memory:')

@@ -8,30 +8,10 @@
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { MINUTE_MS } from '../domain/durations.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
+import type { SharedTable } from './shared-table.ts';
+import { AS_RECORDED, LimiterFullError, SubjectRecords, type Counter, type SubjectCounts } from './subject-records.ts';
 
-/** One window's count; begun afresh in place when its window has passed. */
-export interface Counter {
-  name: string;
-  /** The window's start and end as its clock names them (epoch ms). */
-  start: number;
-  end: number;
-  /** When it began counting, and when it ends, by the elapsed clock: it ends then, whatever the wall clock says. */
-  begunAtElapsed: number;
-  endsAtElapsed: number;
-  /** Admitted by this instance in this window. */
-  own: number;
-  /** Counted elsewhere in this window, as last heard (the Redis limiter's other instances); 0 in the embedded limiter. */
-  others: number;
-}
-
-/** A subject's counters, one per window in the order of its limits. */
-export interface SubjectCounts {
-  counters: Counter[];
-  /** Whether Redis may not hold this instance's own counts (the Redis limiter raises it then). */
-  unsynced: boolean;
-  /** Bumped at each change of `own` that Redis did not confirm, so a raise knows whether it sent the latest. */
-  changes: number;
-}
+export type { Counter, SubjectCounts } from './subject-records.ts';
 
 /** How far the wall clock may disagree with the elapsed one about a window's end before it counts as stepped. */
 const STEPPED_MS = 1000;
@@ -65,23 +45,22 @@ export interface MemoryLimiterOptions {
    * before as counted: however far off its clock, no window of the true clock sees more than the limit from it.
    */
   unanchored?: () => boolean;
+  /** The table the counts are kept in, shared by every thread of the process handed it; one of its own by default. */
+  table?: SharedTable;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
-  /**
-   * Key: subject. A decision costs one lookup and no key text is built. Stale subjects are swept once a
-   * minute of traffic.
-   */
-  readonly #subjects = new Map<string, SubjectCounts>();
-  /** Key: subject. The first mark of each subject's current period (see firstMark). */
-  readonly #marks = new Map<string, { atElapsed: number; endsAtElapsed: number }>();
+  /** By subject, with the first mark of each subject's current period (see firstMark). Stale ones are swept once a minute of traffic. */
+  readonly #records: SubjectRecords;
   readonly #clock: Clock;
   readonly #unanchored: () => boolean;
   #nextSweepElapsed = 0;
+  #lastFullSweepElapsed = -Infinity;
 
   constructor(options: MemoryLimiterOptions = {}) {
     this.#clock = options.clock ?? systemClock;
     this.#unanchored = options.unanchored ?? (() => false);
+    this.#records = new SubjectRecords(options.table);
   }
 
   now(): number {
@@ -107,38 +86,38 @@ export class MemoryRateLimiter implements RateLimiter {
   /** Synchronous like decide; the Redis limiter's fallback too. The first mark is told as nowMs less the real time since. */
   mark(subject: string, nowMs: number, untilMs: number): number {
     const elapsed = this.#clock.elapsed();
-    const current = this.#marks.get(subject);
-    if (current && current.endsAtElapsed > elapsed) return nowMs - (elapsed - current.atElapsed);
-    this.#marks.set(subject, { atElapsed: elapsed, endsAtElapsed: elapsed + untilMs - nowMs });
-    return nowMs;
+    const mark = () => this.#records.mark(subject, elapsed, elapsed + untilMs - nowMs);
+    return nowMs - (elapsed - this.#withRoom(mark, elapsed));
   }
 
   /** Synchronous, hence atomic: also what the Redis limiter falls back to when Redis is unreachable. */
   decide(subject: string, limits: readonly WindowLimit[], nowMs: number, count: boolean): LimitDecision {
     const elapsed = this.#clock.elapsed();
     if (elapsed >= this.#nextSweepElapsed) this.#sweep(elapsed);
-    const counts = this.#countsOf(subject, limits);
-    const counters = counts.counters;
+    const counts = this.#withRoom(() => this.#records.open(subject, limits.length, true), elapsed);
     let allowed = true;
-    for (let i = 0; i < limits.length; i++) {
-      const w = limits[i]!;
-      const c = counters[i]!;
-      if (c.name !== w.name) begin(c, w, nowMs, elapsed, 0);
-      else if (c.endsAtElapsed <= elapsed) this.#next(c, w, nowMs, elapsed);
-      if (c.own + c.others >= w.limit) allowed = false;
+    let starts: number[], remaining: number[];
+    try {
+      const counters = counts.counters;
+      for (let i = 0; i < limits.length; i++) {
+        const w = limits[i]!;
+        const c = counters[i]!;
+        if (c.name !== w.name) begin(c, w, nowMs, elapsed, 0);
+        else if (c.endsAtElapsed <= elapsed) this.#next(c, w, nowMs, elapsed);
+        if (c.own + c.others >= w.limit) allowed = false;
+      }
+      if (allowed && count) {
+        for (const c of counters) c.own++;
+        counts.unsynced = true;
+        counts.changes++;
+      }
+      this.#records.save(counts);
+      starts = counters.map((c) => shownEnd(c, nowMs, elapsed) - (c.end - c.start));
+      remaining = counters.map((c, i) => limits[i]!.limit - c.own - c.others);
+    } finally {
+      this.#records.close();
     }
-    if (allowed && count) {
-      for (const c of counters) c.own++;
-      counts.unsynced = true;
-      counts.changes++;
-    }
-    return decisionOf(
-      limits,
-      counters.map((c) => shownEnd(c, nowMs, elapsed) - (c.end - c.start)),
-      allowed,
-      counters.map((c, i) => limits[i]!.limit - c.own - c.others),
-      nowMs,
-    );
+    return decisionOf(limits, starts, allowed, remaining, nowMs);
   }
 
   /**
@@ -172,25 +151,30 @@ export class MemoryRateLimiter implements RateLimiter {
   ): boolean {
     const elapsed = this.#clock.elapsed();
     if (elapsed >= this.#nextSweepElapsed) this.#sweep(elapsed);
-    const counts = this.#countsOf(subject, limits);
+    const counts = this.#withRoom(() => this.#records.open(subject, limits.length, true), elapsed);
     let differs = false;
-    for (let i = 0; i < limits.length; i++) {
-      const w = limits[i]!;
-      const c = counts.counters[i]!;
-      if (c.name === w.name && c.start > starts[i]!) continue; // this instance has moved on already
-      if (c.name !== w.name || c.start !== starts[i]) {
-        c.name = w.name;
-        c.start = starts[i]!;
-        c.end = c.start + w.windowMs;
-        c.begunAtElapsed = elapsed;
-        c.own = 0;
+    try {
+      for (let i = 0; i < limits.length; i++) {
+        const w = limits[i]!;
+        const c = counts.counters[i]!;
+        if (c.name === w.name && c.start > starts[i]!) continue; // this instance has moved on already
+        if (c.name !== w.name || c.start !== starts[i]) {
+          c.name = w.name;
+          c.start = starts[i]!;
+          c.end = c.start + w.windowMs;
+          c.begunAtElapsed = elapsed;
+          c.own = 0;
+        }
+        c.endsAtElapsed = elapsed + c.end - nowMs;
+        c.own += counted;
+        c.others = Math.max(0, totals[i]! - owns[i]!);
+        if (owns[i] !== c.own) differs = true;
       }
-      c.endsAtElapsed = elapsed + c.end - nowMs;
-      c.own += counted;
-      c.others = Math.max(0, totals[i]! - owns[i]!);
-      if (owns[i] !== c.own) differs = true;
+      if (differs) counts.unsynced = true;
+      this.#records.save(counts);
+    } finally {
+      this.#records.close();
     }
-    if (differs) counts.unsynced = true;
     return differs;
   }
 
@@ -203,64 +187,99 @@ export class MemoryRateLimiter implements RateLimiter {
    */
   anchor(nowMs: number): void {
     const elapsed = this.#clock.elapsed();
-    for (const counts of this.#subjects.values()) {
-      for (const c of counts.counters) {
-        const windowMs = c.end - c.start;
-        const live = c.endsAtElapsed > elapsed;
-        const own = live ? c.own + c.others : elapsed - c.endsAtElapsed < windowMs ? c.own : 0;
-        c.start = windowStart(nowMs, windowMs);
-        c.end = c.start + windowMs;
-        c.begunAtElapsed = elapsed;
-        c.endsAtElapsed = elapsed + c.end - nowMs;
-        c.own = own;
-        c.others = 0;
+    for (const [subject] of this.#records.all()) {
+      const counts = this.#records.open(subject, AS_RECORDED, false);
+      if (counts === undefined) continue;
+      try {
+        for (const c of counts.counters) {
+          const windowMs = c.end - c.start;
+          const live = c.endsAtElapsed > elapsed;
+          const own = live ? c.own + c.others : elapsed - c.endsAtElapsed < windowMs ? c.own : 0;
+          c.start = windowStart(nowMs, windowMs);
+          c.end = c.start + windowMs;
+          c.begunAtElapsed = elapsed;
+          c.endsAtElapsed = elapsed + c.end - nowMs;
+          c.own = own;
+          c.others = 0;
+        }
+        counts.unsynced = true;
+        counts.changes++;
+        this.#records.save(counts);
+      } finally {
+        this.#records.close();
       }
-      counts.unsynced = true;
-      counts.changes++;
     }
   }
 
   /** Takes `delta` from this instance's own count in the windows that still start at `starts` (a block handed back). */
   adjustOwn(subject: string, starts: readonly number[], delta: number): void {
-    const counts = this.#subjects.get(subject);
+    const counts = this.#records.open(subject, AS_RECORDED, false);
     if (counts === undefined) return;
-    counts.counters.forEach((c, i) => {
-      if (c.start === starts[i]) c.own = Math.max(0, c.own + delta);
-    });
+    try {
+      counts.counters.forEach((c, i) => {
+        if (c.start === starts[i]) c.own = Math.max(0, c.own + delta);
+      });
+      this.#records.save(counts);
+    } finally {
+      this.#records.close();
+    }
   }
 
   /** Marks the subject's counts as maybe not in Redis (an answer that never came). */
   markUnsynced(subject: string): void {
-    const counts = this.#subjects.get(subject);
-    if (counts === undefined) return;
-    counts.unsynced = true;
-    counts.changes++;
+    this.#update(subject, (counts) => {
+      counts.unsynced = true;
+      counts.changes++;
+    });
+  }
+
+  /** Marks the subject's counts as in Redis, unless they changed since `changes` was read (a raise sent them). */
+  markSynced(subject: string, changes: number): void {
+    this.#update(subject, (counts) => {
+      if (counts.changes === changes) counts.unsynced = false;
+    });
   }
 
   /** How many subjects' counters and marks it holds: what its memory grows with, bounded by the sweep. */
   get size(): number {
-    return this.#subjects.size + this.#marks.size;
+    return this.#records.size;
   }
 
   /** Every subject whose windows have not all ended. */
   *current(): Generator<[subject: string, counts: SubjectCounts]> {
     const elapsed = this.#clock.elapsed();
-    for (const entry of this.#subjects) if (entry[1].counters.some((c) => c.endsAtElapsed > elapsed)) yield entry;
+    for (const entry of this.#records.all()) if (entry[1].counters.some((c) => c.endsAtElapsed > elapsed)) yield entry;
   }
 
   async close(): Promise<void> {
-    this.#subjects.clear();
-    this.#marks.clear();
+    this.#records.clear();
   }
 
-  #countsOf(subject: string, limits: readonly WindowLimit[]): SubjectCounts {
-    let counts = this.#subjects.get(subject);
-    if (counts === undefined || counts.counters.length !== limits.length) {
-      const counters = limits.map(() => ({ name: '', start: -1, end: 0, begunAtElapsed: 0, endsAtElapsed: -Infinity, own: 0, others: 0 }));
-      counts = { counters, unsynced: false, changes: 0 };
-      this.#subjects.set(subject, counts);
+  /** Runs `change` on the subject's counts, whatever its windows, if it has any. */
+  #update(subject: string, change: (counts: SubjectCounts) => void): void {
+    const counts = this.#records.open(subject, AS_RECORDED, false);
+    if (counts === undefined) return;
+    try {
+      change(counts);
+      this.#records.save(counts);
+    } finally {
+      this.#records.close();
     }
-    return counts;
+  }
+
+  /**
+   * `make`'s record; when the table has no room, once the ended records are swept (at most once a second,
+   * so that a flood of new subjects at a full table does not sweep on every request).
+   */
+  #withRoom<T>(make: () => T, elapsed: number): T {
+    try {
+      return make();
+    } catch (err) {
+      if (!(err instanceof LimiterFullError) || elapsed < this.#lastFullSweepElapsed + 1000) throw err;
+      this.#lastFullSweepElapsed = elapsed;
+      this.#sweep(elapsed);
+      return make();
+    }
   }
 
   #sweep(elapsed: number): void {
@@ -271,7 +290,6 @@ export class MemoryRateLimiter implements RateLimiter {
     const kept = this.#unanchored()
       ? (c: Counter) => c.endsAtElapsed + c.end - c.start
       : (c: Counter) => Math.max(c.endsAtElapsed, c.begunAtElapsed + c.end - c.start);
-    for (const [subject, counts] of this.#subjects) if (counts.counters.every((c) => kept(c) <= elapsed)) this.#subjects.delete(subject);
-    for (const [subject, m] of this.#marks) if (m.endsAtElapsed <= elapsed) this.#marks.delete(subject);
+    this.#records.sweep((counts) => counts.counters.some((c) => kept(c) > elapsed), elapsed);
   }
 }

@@ -7,6 +7,7 @@ import { withoutPassword } from '../domain/redaction.ts';
 import type { Metrics } from '../metrics.ts';
 import type { RateLimiter } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
+import type { SharedTable } from './shared-table.ts';
 
 /** How long the start waits for Redis to answer before serving with the in-memory fallback. */
 const REDIS_START_CHECK_MS = 2000;
@@ -39,11 +40,11 @@ function withoutPasswords(message: string, urls: readonly string[]): string {
  */
 export async function openLimiter(
   target: RedisTarget | undefined,
-  { log, metrics }: { log: FastifyBaseLogger; metrics: Metrics },
+  { log, metrics, table }: { log: FastifyBaseLogger; metrics: Metrics; table: SharedTable },
 ): Promise<RateLimiter> {
-  if (!target) return new MemoryRateLimiter();
+  if (!target) return new MemoryRateLimiter({ table });
   const { RedisRateLimiter } = await import('./redis.ts');
-  const limiter = new RedisRateLimiter({ ...target, log, metrics });
+  const limiter = new RedisRateLimiter({ ...target, log, metrics, fallbackTable: table });
   const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
   if (problem !== undefined) {
     const where = describeRedis(target.urls, target.cluster);

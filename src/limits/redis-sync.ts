@@ -246,7 +246,7 @@ export class RedisSync {
     const keys = this.#keysOf(subject, counters);
     const args = counters.flatMap((c) => [c.start, c.end - c.start, c.own]);
     await this.#redis.petstoreRaise(keys.length, ...keys, this.#scriptClock(), this.#id, ++this.#seq, RAISED_KEPT_MS, ...args);
-    if (counts.changes === changes) counts.unsynced = false;
+    this.#fallback.markSynced(subject, changes);
   }
 
   #recover(): void {

@@ -13,6 +13,7 @@ import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type Win
 import { MemoryRateLimiter } from './memory.ts';
 import { QuotaBlocks, type BlockWindows } from './quota-blocks.ts';
 import { connectRedis } from './redis-client.ts';
+import type { SharedTable } from './shared-table.ts';
 import { DECIDE, HAND_BACK, MARK, RAISE } from './redis-scripts.ts';
 import { RedisSync, type LimiterRedis } from './redis-sync.ts';
 
@@ -32,6 +33,8 @@ export interface RedisLimiterOptions {
   fakeClock?: Clock;
   /** This instance's own clocks (the system's by default): its wall clock until Redis first answers, and the monotonic one. */
   clock?: Clock;
+  /** Where the fallback keeps its counts (RATE_LIMIT_MEMORY_BYTES); a table of its own by default. */
+  fallbackTable?: SharedTable;
   /** This instance's id in Redis (random by default): a test's way to play two processes, or one restarted. */
   instanceId?: string;
   log: FastifyBaseLogger;
@@ -72,6 +75,7 @@ export class RedisRateLimiter implements RateLimiter {
       clock: { now: () => this.now(), elapsed: () => this.#elapsed() },
       // Until Redis first answers, this instance knows only its own clock, which may be off from Redis's.
       unanchored: () => this.#redisClock === undefined && this.#fakeClock === undefined,
+      table: options.fallbackTable,
     });
     this.#metrics = options.metrics;
     this.#redis = connectRedis({

@@ -68,6 +68,7 @@ test('an empty environment gives the defaults', () => {
     redisTlsCaFile: undefined,
     redisKeyPrefix: 'petstore',
     rateLimitBlockMax: 100,
+    rateLimitMemoryBytes: 64 * 1024 * 1024,
     environment: 'production',
     logLevel: 'info',
     trustProxy: { kind: 'none' },

@@ -8,6 +8,8 @@ import { describe, test } from 'node:test';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import type { WindowLimit } from '../../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import { NEIGHBOURHOOD, SharedTable } from '../../src/limits/shared-table.ts';
+import { LimiterFullError, RECORD_FIELDS } from '../../src/limits/subject-records.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { limitsOf, memoryLimiter, NOON } from '../support/limiter-fixtures.ts';
 
@@ -191,8 +193,7 @@ describe('the in-process limiter', () => {
     assert.equal(admittedOf(limiter, 'key:ended', minute, 3), 3);
     clock.advance(MINUTE_MS); // 12:01:10 by this clock: key:live's next minute carries its 2; key:ended's ended 10 s ago
     assert.equal(admittedOf(limiter, 'key:live', minute, 1), 1);
-    const live = [...limiter.current()].find(([subject]) => subject === 'key:live')![1];
-    const changes = live.changes;
+    const changes = new Map(limiter.current()).get('key:live')!.changes;
     // Redis's clock is 40 s behind this one: 12:00:30 by it.
     const redisNow = NOON + 30_000;
     limiter.anchor(redisNow);
@@ -208,7 +209,7 @@ describe('the in-process limiter', () => {
       );
       assert.equal(counts.unsynced, true, `${subject} is raised next`);
     }
-    assert.ok(live.changes > changes, 'a change that a raise on its way did not include');
+    assert.ok(held.get('key:live')!.changes > changes, 'a change that a raise on its way did not include');
     assert.equal(limiter.decide('key:ended', minute, redisNow, true).windows[0]!.remaining, 1, 'its three, and this one');
     assert.equal(limiter.decide('key:ended', minute, redisNow, true).windows[0]!.remaining, 0);
     assert.equal(limiter.decide('key:ended', minute, redisNow, true).allowed, false);
@@ -246,34 +247,38 @@ describe('the in-process limiter', () => {
     const { clock, limiter } = memoryLimiter(NOON + 5_000);
     const minute = [{ name: 'minute', limit: 10, windowMs: MINUTE_MS }];
     assert.equal(limiter.observe('key:a', minute, [NOON], [4], [2], 2, NOON + 5_000), false);
-    const counts = [...limiter.current()][0]![1];
-    assert.equal(counts.unsynced, false, 'Redis holds what was admitted here');
+    const counter = () => [...limiter.current()][0]![1].counters[0]!;
+    assert.equal([...limiter.current()][0]![1].unsynced, false, 'Redis holds what was admitted here');
     clock.ms = NOON + MINUTE_MS + 1_000;
     assert.equal(limiter.observe('key:a', minute, [NOON + MINUTE_MS], [3], [1], 1, NOON + MINUTE_MS + 1_000), false);
-    const c = counts.counters[0]!;
+    const c = counter();
     assert.deepEqual([c.start, c.end, c.own, c.others], [NOON + MINUTE_MS, NOON + 2 * MINUTE_MS, 1, 2]);
     assert.equal(c.endsAtElapsed - clock.elapsed(), 59_000, 'it ends where Redis names its end');
     assert.equal(limiter.observe('key:a', minute, [NOON], [9], [5], 1, NOON + MINUTE_MS + 1_000), false, 'a late answer');
-    assert.deepEqual([c.start, c.own, c.others], [NOON + MINUTE_MS, 1, 2]);
+    const after = counter();
+    assert.deepEqual([after.start, after.own, after.others], [NOON + MINUTE_MS, 1, 2]);
   });
 
   test('a block handed back takes its unspent requests from the windows that still start where it was granted; a lost answer marks the subject', () => {
     const { limiter } = memoryLimiter(NOON + 5_000);
     const day = Date.UTC(2026, 10, 22);
     assert.equal(admittedOf(limiter, 'key:a', limitsOf(10, 100), 5), 5);
-    const counts = [...limiter.current()][0]![1];
-    const own = () => counts.counters.map((c) => c.own);
+    const counts = () => [...limiter.current()][0]![1];
+    const own = () => counts().counters.map((c) => c.own);
     limiter.adjustOwn('key:a', [NOON, day], -2);
     assert.deepEqual(own(), [3, 3]);
     limiter.adjustOwn('key:a', [NOON - MINUTE_MS, day], -1);
     assert.deepEqual(own(), [3, 2], 'a minute that has moved on keeps its count');
     limiter.adjustOwn('key:a', [NOON, day], -10);
     assert.deepEqual(own(), [0, 0], 'never below nothing');
-    counts.unsynced = false; // as a raise that went through leaves it
-    const changes = counts.changes;
+    limiter.markSynced('key:a', counts().changes); // as a raise that went through leaves it
+    assert.equal(counts().unsynced, false);
+    const changes = counts().changes;
     limiter.markUnsynced('key:a');
-    assert.equal(counts.unsynced, true);
-    assert.notEqual(counts.changes, changes, 'a raise on its way no longer settles it');
+    assert.equal(counts().unsynced, true);
+    assert.notEqual(counts().changes, changes, 'a raise on its way no longer settles it');
+    limiter.markSynced('key:a', changes);
+    assert.equal(counts().unsynced, true, 'a raise that did not carry the latest change leaves it unsynced');
     limiter.adjustOwn('key:unknown', [NOON, day], -1);
     limiter.markUnsynced('key:unknown');
     assert.equal(limiter.size, 1, 'a subject it does not hold is not made up');
@@ -382,5 +387,20 @@ describe('the in-process limiter', () => {
     admittedOf(limiter, 'key:a', limitsOf(1, 1), 1);
     await limiter.close();
     assert.equal(admittedOf(limiter, 'key:a', limitsOf(1, 1), 1), 1);
+  });
+
+  test('a table full of live windows refuses a new subject and forgets none; once windows end, they make room', () => {
+    const clock = new FakeClock(NOON);
+    const table = new SharedTable(SharedTable.allocate(NEIGHBOURHOOD, RECORD_FIELDS));
+    const limiter = new MemoryRateLimiter({ clock, table });
+    const minute = [{ name: 'minute', limit: 2, windowMs: MINUTE_MS }];
+    for (let i = 0; i < NEIGHBOURHOOD; i++) assert.equal(admittedOf(limiter, `addr:${i}`, minute, 1), 1);
+    assert.throws(() => limiter.consumeNow('addr:new', minute), LimiterFullError);
+    clock.advance(30_000);
+    assert.throws(() => limiter.consumeNow('addr:new', minute), LimiterFullError, 'no window has ended yet');
+    for (let i = 0; i < NEIGHBOURHOOD; i++)
+      assert.equal(limiter.consumeNow(`addr:${i}`, minute).windows[0]!.remaining, 0, `addr:${i} kept its count`);
+    clock.advance(30_000);
+    assert.equal(limiter.consumeNow('addr:new', minute).windows[0]!.remaining, 1, 'the ended windows were swept for it');
   });
 });

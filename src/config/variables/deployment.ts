@@ -111,6 +111,18 @@ export const DEPLOYMENT_VARIABLES = [
     app: false,
   }),
   variable({
+    env: 'RATE_LIMIT_MEMORY_BYTES',
+    field: 'rateLimitMemoryBytes',
+    schema: Schema.Integer({ minimum: 1024 * 1024, maximum: 2 ** 32 }),
+    default: 64 * 1024 * 1024,
+    description:
+      'Bytes the in-process rate limiter (and, with Redis, its fallback) may hold: about 360 a client counted, so 64 MiB ' +
+      'counts some 180,000 keys and addresses at once, and memory is used only as clients are counted. A new client it has ' +
+      'no room for is answered 503 with Retry-After until windows end: a live window is never forgotten to make room. ' +
+      'See docs/rate-limits.md.',
+    app: false,
+  }),
+  variable({
     env: 'PETSTORE_ENV',
     field: 'environment',
     schema: Schema.Enum(ENVIRONMENTS),

@@ -4,6 +4,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { LimiterFullError } from '../../limits/subject-records.ts';
 import { StorageUnavailableError } from '../../storage/errors.ts';
 import { ApiError, errorBody, noResourceError } from '../contract/api-error.ts';
 import { validationDetails, validationMessage, type SchemaError } from '../contract/validation-details.ts';
@@ -16,6 +17,12 @@ export function toApiError(error: FastifyError | ApiError | Error): ApiError {
   if (error instanceof StorageUnavailableError) {
     return new ApiError('unavailable', 'The service is temporarily unavailable; retry shortly', {
       headers: { 'Retry-After': String(error.retryAfterSeconds) },
+    });
+  }
+  if (error instanceof LimiterFullError) {
+    // Room comes back as windows end: most are a minute long.
+    return new ApiError('unavailable', 'The service is counting as many clients as it can; retry shortly', {
+      headers: { 'Retry-After': '60' },
     });
   }
   const fe = error as FastifyError & { validationContext?: string };
@@ -57,7 +64,8 @@ export const errorHandling = fp(
         // deliberate answer with no cause (a probe's).
         const logged =
           (error instanceof StorageUnavailableError && error.logged) || (error instanceof ApiError && error.cause === undefined);
-        if (!logged) request.log.warn({ err: error.cause ?? error }, 'storage unavailable');
+        if (!logged)
+          request.log.warn({ err: error.cause ?? error }, error instanceof LimiterFullError ? 'rate limiter full' : 'storage unavailable');
       } else if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
       return sendError(reply, apiError);
     });
