@@ -16,14 +16,13 @@
  * back the stripes of a thread that ended while holding one (releaseHeldBy). Work inside a stripe is short and
  * never awaits.
  */
-import { createHash, randomInt } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 
 /** How far from its home slot a key may live: lookups read at most this many slots. */
 export const NEIGHBOURHOOD = 32;
-/** UTF-16 code units a key may have as itself; a longer key is kept as its SHA-256 (HASHED_KEY_PREFIX and base64url). */
+/** UTF-16 code units a key may have: room for every limiter subject (the longest, about 55) and a mark's prefix. */
 export const KEY_UNITS = 64;
-const HASHED_KEY_PREFIX = '#sha256:';
 
 const STRIPES = 1024;
 const MAGIC = 0x7065_7473; // "pets"
@@ -95,11 +94,6 @@ export class SharedTable {
     return buffer;
   }
 
-  /** The key as the table keeps it: itself, or its SHA-256 when it is longer than KEY_UNITS. */
-  static storedKey(key: string): string {
-    return key.length <= KEY_UNITS ? key : HASHED_KEY_PREFIX + createHash('sha256').update(key).digest('base64url');
-  }
-
   readonly buffer: SharedArrayBuffer;
   readonly records: number;
   readonly fields: number;
@@ -141,13 +135,15 @@ export class SharedTable {
    */
   acquire(key: string, create: boolean): number {
     if (this.#held >= 0) throw new Error('a shared table stripe is already held by this thread');
-    const stored = SharedTable.storedKey(key);
-    const hash = this.#hash(stored);
+    // Kept as itself, never shortened: a digest would hide what the key says (a mark's prefix, a subject's name) from keys().
+    if (key.length > KEY_UNITS)
+      throw new RangeError(`a shared table key has at most ${KEY_UNITS} characters: ${key.slice(0, KEY_UNITS)}...`);
+    const hash = this.#hash(key);
     const stripe = hash & (STRIPES - 1);
     this.#lock(stripe);
     this.#held = stripe;
-    const record = this.#find(stored, hash);
-    return record < 0 && create ? this.#insert(stored, hash) : record;
+    const record = this.#find(key, hash);
+    return record < 0 && create ? this.#insert(key, hash) : record;
   }
 
   release(): void {
@@ -278,7 +274,7 @@ export class SharedTable {
       header[H_COUNT] = header[H_COUNT]! + 1;
       return record;
     } finally {
-      Atomics.store(header, H_ALLOCATING, 0);
+      this.#unlockAllocation();
     }
   }
 
@@ -288,14 +284,21 @@ export class SharedTable {
     this.#keyLengths[record] = header[H_FREE]!;
     header[H_FREE] = record + 1;
     header[H_COUNT] = header[H_COUNT]! - 1;
-    Atomics.store(header, H_ALLOCATING, 0);
+    this.#unlockAllocation();
   }
 
-  /** Allocation is rare (a new subject) and brief: a plain spin, yielding the core after a while. */
+  /** Allocation is rare (a new subject) and brief: a spin, then sleeps until the holder lets go (or a slice passes). */
   #lockAllocation(): void {
-    for (let tries = 0; Atomics.compareExchange(this.#header, H_ALLOCATING, 0, me) !== 0; tries++) {
-      if (tries > SPINS) Atomics.wait(this.#header, H_ALLOCATING, Atomics.load(this.#header, H_ALLOCATING), WAIT_SLICE_MS);
+    for (let tries = 0; ; tries++) {
+      const holder = Atomics.compareExchange(this.#header, H_ALLOCATING, 0, me);
+      if (holder === 0) return;
+      if (tries > SPINS) Atomics.wait(this.#header, H_ALLOCATING, holder, WAIT_SLICE_MS);
     }
+  }
+
+  #unlockAllocation(): void {
+    Atomics.store(this.#header, H_ALLOCATING, 0);
+    Atomics.notify(this.#header, H_ALLOCATING, 1);
   }
 
   #keyIs(record: number, key: string): boolean {

@@ -70,14 +70,11 @@ describe('shared table', () => {
     assert.equal(read(table, 'key:a'), 2, 'a record made again starts from zero');
   });
 
-  test('keys longer than a slot holds are kept as their digest, still told apart', () => {
+  test('a key longer than a slot holds is refused, never shortened to something else', () => {
     const table = tableOf(1024);
-    const long = (c: string) => `addr:${'x'.repeat(KEY_UNITS)}${c}`;
-    assert.ok(add(table, long('1'), 1));
-    assert.ok(add(table, long('2'), 2));
-    assert.equal(read(table, long('1')), 1);
-    assert.equal(read(table, long('2')), 2);
-    assert.ok([...table.keys()].every((k) => k.length <= KEY_UNITS));
+    assert.ok(add(table, `addr:${'x'.repeat(KEY_UNITS - 5)}`, 1), 'a key of exactly KEY_UNITS fits');
+    assert.throws(() => table.acquire(`addr:${'x'.repeat(KEY_UNITS)}`, true), RangeError);
+    assert.ok(add(table, 'key:after', 1), 'nothing is left held');
   });
 
   test('a table with no record free refuses a new key and keeps every record it holds', () => {
