@@ -187,10 +187,8 @@ export class MemoryRateLimiter implements RateLimiter {
    */
   anchor(nowMs: number): void {
     const elapsed = this.#clock.elapsed();
-    for (const [subject] of this.#records.all()) {
-      const counts = this.#records.open(subject, AS_RECORDED, false);
-      if (counts === undefined) continue;
-      try {
+    for (const subject of this.#records.subjects()) {
+      this.#update(subject, (counts) => {
         for (const c of counts.counters) {
           const windowMs = c.end - c.start;
           const live = c.endsAtElapsed > elapsed;
@@ -204,25 +202,17 @@ export class MemoryRateLimiter implements RateLimiter {
         }
         counts.unsynced = true;
         counts.changes++;
-        this.#records.save(counts);
-      } finally {
-        this.#records.close();
-      }
+      });
     }
   }
 
   /** Takes `delta` from this instance's own count in the windows that still start at `starts` (a block handed back). */
   adjustOwn(subject: string, starts: readonly number[], delta: number): void {
-    const counts = this.#records.open(subject, AS_RECORDED, false);
-    if (counts === undefined) return;
-    try {
+    this.#update(subject, (counts) =>
       counts.counters.forEach((c, i) => {
         if (c.start === starts[i]) c.own = Math.max(0, c.own + delta);
-      });
-      this.#records.save(counts);
-    } finally {
-      this.#records.close();
-    }
+      }),
+    );
   }
 
   /** Marks the subject's counts as maybe not in Redis (an answer that never came). */

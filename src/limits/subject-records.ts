@@ -183,10 +183,14 @@ export class SubjectRecords {
     }
   }
 
+  /** Every subject with counts (marks left out), as the table holds them when each is reached. */
+  *subjects(): Generator<string> {
+    for (const key of this.table.keys()) if (!key.startsWith(MARK)) yield key;
+  }
+
   /** Every subject with counts, each as a copy of its own read when it is reached. */
   *all(): Generator<[subject: string, counts: SubjectCounts]> {
-    for (const key of this.table.keys()) {
-      if (key.startsWith(MARK)) continue;
+    for (const key of this.subjects()) {
       const slot = this.table.acquire(key, false);
       let copy: SubjectCounts | undefined;
       try {
