@@ -39,6 +39,7 @@ if (process.env.PETSTORE_TEST_REDIS_URL)
   testFiles.push(
     'test/scale-out/quota-blocks.test.ts',
     'test/scale-out/redis-faults.test.ts',
+    'test/scale-out/redis-round-trips.test.ts',
     'test/scale-out/redis-limiter.test.ts',
     'test/scale-out/limiter-model.test.ts',
   );

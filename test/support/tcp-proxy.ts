@@ -1,14 +1,21 @@
 /**
  * A TCP proxy the outage tests own, standing between the service and PostgreSQL or Redis. `cut()`
  * drops every connection and then swallows new ones without answering (a network partition);
- * `heal()` forwards again.
+ * `heal()` forwards again. `hold('requests')` keeps what clients send from reaching the server, and
+ * `hold('replies')` keeps the server's answers from the clients, until `release()` delivers them in
+ * order (or `releaseOne()` the first): a command the server never saw, or ran and whose answer came
+ * too late, or two answers that reach the client one at a time.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
+
+export type Direction = 'requests' | 'replies';
 
 export class TcpProxy {
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
   #cut = false;
+  /** What is held back in each direction, per connection, in the order it came. */
+  readonly #held: Record<Direction, Map<Socket, Buffer[]> | undefined> = { requests: undefined, replies: undefined };
   port = 0;
 
   readonly #targetHost: string;
@@ -27,14 +34,43 @@ export class TcpProxy {
     return proxy;
   }
 
+  /** Drops every connection, with whatever was held on it. */
   cut(): void {
     this.#cut = true;
     for (const s of this.#sockets) s.destroy();
     this.#sockets.clear();
+    for (const held of Object.values(this.#held)) held?.clear();
   }
 
   heal(): void {
     this.#cut = false;
+  }
+
+  /** From now on, what travels in this direction waits (on open connections and new ones) for release(). */
+  hold(direction: Direction): void {
+    this.#held[direction] ??= new Map();
+  }
+
+  /** How many chunks wait in this direction (one per write of the sender, as they came). */
+  held(direction: Direction): number {
+    let n = 0;
+    for (const chunks of this.#held[direction]?.values() ?? []) n += chunks.length;
+    return n;
+  }
+
+  /** Delivers the first chunk waiting on each connection in this direction, and holds the rest. */
+  releaseOne(direction: Direction): void {
+    for (const [to, chunks] of this.#held[direction] ?? []) {
+      const chunk = chunks.shift();
+      if (chunk && !to.destroyed) to.write(chunk);
+    }
+  }
+
+  /** Delivers what was held in this direction, in order, and forwards again. */
+  release(direction: Direction): void {
+    const held = this.#held[direction];
+    this.#held[direction] = undefined;
+    for (const [to, chunks] of held ?? []) for (const chunk of chunks) if (!to.destroyed) to.write(chunk);
   }
 
   async close(): Promise<void> {
@@ -55,7 +91,18 @@ export class TcpProxy {
     });
     upstream.on('error', () => upstream.destroy());
     client.on('close', () => upstream.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
+    client.on('data', (chunk: Buffer) => this.#forward('requests', upstream, chunk));
+    upstream.on('data', (chunk: Buffer) => this.#forward('replies', client, chunk));
+  }
+
+  #forward(direction: Direction, to: Socket, chunk: Buffer): void {
+    const held = this.#held[direction];
+    if (!held) {
+      to.write(chunk);
+      return;
+    }
+    const chunks = held.get(to) ?? [];
+    chunks.push(chunk);
+    held.set(to, chunks);
   }
 }
