@@ -224,14 +224,13 @@ export class RedisSync {
       if (due.length <= RAISE_BATCH) break;
     }
     for (const [subject, counts] of this.#fallback.current()) {
-      if (counts.unsynced) this.track(this.#raiseOne(subject, counts).catch((err) => this.#raiseFailed(subject, err)));
+      if (counts.unsynced) this.track(this.#raiseOne(subject, counts).catch((err) => this.#raiseFailed(err)));
     }
     this.#recover();
   }
 
-  /** A raise that failed after Redis decides again: back to memory, and the subject raised again later. */
-  #raiseFailed(subject: string, err: unknown): void {
-    this.#fallback.markUnsynced(subject);
+  /** A raise that failed after Redis decides again: back to memory; the subject, still unsynced, is raised again later. */
+  #raiseFailed(err: unknown): void {
     this.degrade(err);
     this.leaveAlone();
   }

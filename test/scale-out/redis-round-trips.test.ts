@@ -294,4 +294,29 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     assert.equal(calls.count('raise', { subject: 'key:flight' }), 1, 'one raise, sent once both answers were in');
     assert.equal(await countedIn(admin, minute), 6);
   });
+
+  test('what was admitted while Redis was brought up to date, refused when raised (out of memory): raised again a second later, with no request for its key', async (t) => {
+    const prefix = newKeyPrefix();
+    const metrics = createMetrics();
+    const calls = await watchScripts(redis.port);
+    t.after(() => calls.stop());
+    const { proxy, l } = await behindProxy(t, 'refused-raise', prefix, metrics);
+    assert.equal(await admitted(l, 'key:x', 1), 1);
+    hung(t, proxy);
+    assert.equal(await admitted(l, 'key:x', 1), 1, 'in memory, after the timeout');
+    // A second later Redis is brought up to date: key:x's raise, whose answer the proxy holds.
+    await eventually(async () => calls.count('raise', { subject: 'key:x' }) === 1, 5_000, 10);
+    assert.equal(await admitted(l, 'key:y', 1), 1, 'in memory, while that raise is on its way');
+    await admin.config('SET', 'maxmemory', '1'); // key:y's raise, sent once key:x's is answered, is refused
+    t.after(() => admin.config('SET', 'maxmemory', '0'));
+    proxy.release('replies');
+    await eventually(async () => calls.count('raise', { subject: 'key:y' }) === 1, 5_000, 10);
+    await sleep(100);
+    assert.equal(await countedIn(admin, windowKey(prefix, 'key:y', 'minute')), 0, 'refused');
+    assert.equal(await degraded(metrics), 1, 'back to memory');
+    await admin.config('SET', 'maxmemory', '0');
+    await eventually(async () => (await countedIn(admin, windowKey(prefix, 'key:y', 'minute'))) === 1, 5_000, 20);
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 20);
+    assert.equal(await countedIn(admin, windowKey(prefix, 'key:x', 'minute')), 2);
+  });
 });
