@@ -12,7 +12,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FILE_TIMEOUT_VARIABLE, fileTimeoutSeconds } from '../test/support/file-time-limit.ts';
 import { pgbouncerInstalled, startPgbouncer } from '../test/support/pgbouncer.ts';
@@ -64,42 +64,79 @@ interface PassResult {
   timedOut: string[];
 }
 
+/**
+ * How many test files run at once (PETSTORE_TEST_CONCURRENCY): by default two, or the cores less one where
+ * there are more. Most of a file's time is spent waiting on the servers, databases and timers it starts,
+ * so two share two cores well. The files in ALONE run after the others, one at a time: what they check
+ * is a server's answer to load or to time itself, which another file's load would distort.
+ */
+const concurrency = Number(process.env.PETSTORE_TEST_CONCURRENCY ?? Math.max(2, availableParallelism() - 1));
+if (!Number.isInteger(concurrency) || concurrency < 1) {
+  console.error(`PETSTORE_TEST_CONCURRENCY must be a whole number of test files, 1 or more, not ${process.env.PETSTORE_TEST_CONCURRENCY}`);
+  process.exit(1);
+}
+const ALONE = new Set([
+  'test/processes/slow-clients.test.ts', // connection caps and slow readers, timed against the server
+  'test/deployment/alert-timing.test.ts', // alerts firing by their minute at real scrape intervals
+]);
+
 const passes: PassResult[] = [];
 const work = mkdtempSync(join(tmpdir(), 'petstore-tests-'));
 
 function run(engine: string, label: string, list: string[], env: NodeJS.ProcessEnv = {}): boolean {
-  console.log(`\n=== ${label} on Node.js ${process.version}: ${list.length} test files, ${limitWords} ===\n`);
-  // The spec reporter for people, and TAP into a file for the summary at the end.
-  const tap = join(work, `pass-${passes.length}.tap`);
-  const started = performance.now();
-  const result = spawnSync(
-    process.execPath,
-    [
-      `--import=${fileTimeLimit}`,
-      '--test',
-      '--test-reporter=spec',
-      '--test-reporter-destination=stdout',
-      '--test-reporter=tap',
-      `--test-reporter-destination=${tap}`,
-      ...list,
-    ],
-    { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine, [FILE_TIMEOUT_VARIABLE]: String(fileTimeout) } },
+  const together = list.filter((file) => !ALONE.has(file));
+  const alone = list.filter((file) => ALONE.has(file));
+  console.log(
+    `\n=== ${label} on Node.js ${process.version}: ${list.length} test files (${together.length} ${concurrency} at a time, ` +
+      `then ${alone.length} alone), ${limitWords} ===\n`,
   );
-  const ok = result.status === 0;
+  const started = performance.now();
+  let ok = true;
+  const taps: string[] = [];
+  for (const [files, atOnce] of [
+    [together, concurrency],
+    [alone, 1],
+  ] as const) {
+    if (files.length === 0) continue;
+    // The spec reporter for people, and TAP into a file for the summary at the end.
+    const tap = join(work, `pass-${passes.length}-${taps.length}.tap`);
+    const result = spawnSync(
+      process.execPath,
+      [
+        `--import=${fileTimeLimit}`,
+        '--test',
+        `--test-concurrency=${atOnce}`,
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...files,
+      ],
+      { stdio: 'inherit', env: { ...process.env, ...env, PETSTORE_TEST_ENGINE: engine, [FILE_TIMEOUT_VARIABLE]: String(fileTimeout) } },
+    );
+    ok = result.status === 0 && ok;
+    taps.push(existsSync(tap) ? readFileSync(tap, 'utf8') : '');
+  }
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
-  const summary = summarise(existsSync(tap) ? readFileSync(tap, 'utf8') : '');
+  const summary = summarise(taps);
   passes.push({ name: `${label} (${list.length} files)`, ok, ...summary, counts: `${summary.counts}, ${minutes} min` });
   return ok;
 }
 
 /**
- * The counts from the TAP totals, the skips: tests skipped with a reason (`# SKIP`), and parts a
+ * The counts from the TAP totals (of each run, added up), the skips: tests skipped with a reason (`# SKIP`), and parts a
  * test file leaves out and announces with a `SKIPPED:` line (PostgreSQL parts, the browser, nginx);
  * and the `TIMED OUT:` lines of files stopped at their time limit.
  */
-function summarise(tap: string): { counts: string; skipped: string[]; timedOut: string[] } {
-  const total = (name: string) => [...tap.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))].at(-1)?.[1];
-  const counts = ['tests', 'pass', 'fail', 'skipped'].map((name) => `${name} ${total(name) ?? '?'}`).join(', ');
+function summarise(taps: string[]): { counts: string; skipped: string[]; timedOut: string[] } {
+  const total = (tap: string, name: string) => [...tap.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))].at(-1)?.[1];
+  const counts = ['tests', 'pass', 'fail', 'skipped']
+    .map((name) => {
+      const each = taps.map((tap) => total(tap, name));
+      return `${name} ${each.includes(undefined) ? '?' : each.reduce((sum, n) => sum + Number(n), 0)}`;
+    })
+    .join(', ');
+  const tap = taps.join('\n');
   const skipped = new Set<string>();
   for (const [, name, reason] of tap.matchAll(/^\s*ok \d+ - (.+?) # SKIP ?(.*)$/gm)) skipped.add(`${name}${reason ? `: ${reason}` : ''}`);
   for (const [, what] of tap.matchAll(/SKIPPED:? (.+?)\s*#*$/gm)) skipped.add(what!.trim());

@@ -403,4 +403,19 @@ describe('the in-process limiter', () => {
     clock.advance(30_000);
     assert.equal(limiter.consumeNow('addr:new', minute).windows[0]!.remaining, 1, 'the ended windows were swept for it');
   });
+
+  test('a full table sweeps for a new subject at most once a second, and not only when its regular sweep is due', () => {
+    // Windows of 10 s, filled at the start of one: they end 50 s before the regular sweep (once a minute) is due.
+    const clock = new FakeClock(NOON);
+    const table = new SharedTable(SharedTable.allocate(NEIGHBOURHOOD, RECORD_FIELDS));
+    const limiter = new MemoryRateLimiter({ clock, table });
+    const burst = [{ name: 'burst', limit: 2, windowMs: 10_000 }];
+    for (let i = 0; i < NEIGHBOURHOOD; i++) assert.equal(admittedOf(limiter, `addr:${i}`, burst, 1), 1);
+    clock.advance(9_600);
+    assert.throws(() => limiter.consumeNow('addr:new', burst), LimiterFullError, 'swept, and every window still live');
+    clock.advance(600); // the windows have ended, 0.6 s after that sweep
+    assert.throws(() => limiter.consumeNow('addr:new', burst), LimiterFullError, 'no second sweep within the second');
+    clock.advance(400); // a second after the first
+    assert.equal(limiter.consumeNow('addr:new', burst).windows[0]!.remaining, 1, 'swept again, and room made');
+  });
 });
