@@ -78,6 +78,7 @@ if (!Number.isInteger(concurrency) || concurrency < 1) {
 const ALONE = new Set([
   'test/processes/slow-clients.test.ts', // connection caps and slow readers, timed against the server
   'test/deployment/alert-timing.test.ts', // alerts firing by their minute at real scrape intervals
+  'test/scale-out/fault-schedule.test.ts', // faults placed at given seconds of real minutes
 ]);
 
 const passes: PassResult[] = [];
