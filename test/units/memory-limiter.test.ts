@@ -418,4 +418,45 @@ describe('the in-process limiter', () => {
     clock.advance(400); // a second after the first
     assert.equal(limiter.consumeNow('addr:new', burst).windows[0]!.remaining, 1, 'swept again, and room made');
   });
+
+  test('window names are 1 to 7 printable ASCII characters, and a subject has at most three windows: anything else is refused', () => {
+    const { limiter } = memoryLimiter();
+    const window = (name: string) => ({ name, limit: 5, windowMs: MINUTE_MS });
+    assert.throws(() => limiter.consumeNow('key:a', [window('fortnight')]), RangeError, 'eight characters');
+    assert.throws(() => limiter.consumeNow('key:a', [window('a week')]), RangeError, 'a space');
+    assert.throws(() => limiter.consumeNow('key:a', [window('minute'), window('hour'), window('day'), window('week')]), RangeError);
+    // Names are the code's own, never a client's: a refused one is a mistake in the code, and counts nothing.
+    assert.deepEqual(
+      limiter.consumeNow('key:a', [window('minute'), window('hour'), window('day')]).windows.map((w) => w.remaining),
+      [4, 4, 4],
+    );
+  });
+
+  test('limiters sharing a table: one closed leaves the others their counts; a table laid out for other records is refused', async () => {
+    const clock = new FakeClock(NOON);
+    const table = new SharedTable(SharedTable.allocate(NEIGHBOURHOOD * 2, RECORD_FIELDS));
+    const [a, b] = [new MemoryRateLimiter({ clock, table }), new MemoryRateLimiter({ clock, table })];
+    const limits = limitsOf(3, 10);
+    assert.equal(admittedOf(a, 'key:shared', limits, 2), 2);
+    await a.close();
+    assert.equal(admittedOf(b, 'key:shared', limits, 5), 1, 'the one left of three');
+    assert.throws(() => new MemoryRateLimiter({ clock, table: new SharedTable(SharedTable.allocate(NEIGHBOURHOOD, RECORD_FIELDS + 1)) }));
+  });
+
+  test("a refusal's mark is not a subject: the counts a raise sends leave it out, and it goes at its period's end", () => {
+    const { clock, limiter } = memoryLimiter();
+    assert.equal(limiter.mark('refusals:key:a:minute:1', clock.ms, clock.ms + 30_000), clock.ms);
+    admittedOf(limiter, 'key:a', limitsOf(3, 10), 1);
+    assert.deepEqual(
+      [...limiter.current()].map(([subject]) => subject),
+      ['key:a'],
+    );
+    assert.equal(limiter.size, 2, 'the mark and the subject');
+    const first = clock.ms;
+    clock.advance(10_000);
+    assert.equal(limiter.mark('refusals:key:a:minute:1', clock.ms, first + 30_000), first, 'kept until its end');
+    clock.advance(2 * MINUTE_MS);
+    admittedOf(limiter, 'key:b', limitsOf(3, 10), 1); // a minute of traffic later, the sweep has run
+    assert.equal(limiter.mark('refusals:key:a:minute:1', clock.ms, clock.ms + 30_000), clock.ms, 'a new period, a new mark');
+  });
 });
