@@ -167,4 +167,28 @@ describe('shared table', () => {
     assert.ok(add(table, 'key:held', 1), 'the key is usable again');
     assert.equal(read(table, 'key:held'), 1);
   });
+
+  test('a thread waiting for a stripe another thread holds gets it once released, and sees what was written under it', async () => {
+    const buffer = SharedTable.allocate(1024, FIELDS);
+    const worker = startWorker(
+      buffer,
+      undefined,
+      `const slot = table.acquire('key:contended', true);
+       parentPort.postMessage('holding');
+       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200); // holds the stripe 200 ms
+       table.values[slot * ${FIELDS}] = 42;
+       table.release();`,
+    );
+    await once(worker, 'message');
+    const table = new SharedTable(buffer);
+    // This thread blocks on the stripe (spinning, then sleeping) until the worker lets it go.
+    const slot = table.acquire('key:contended', false);
+    try {
+      assert.ok(slot >= 0);
+      assert.equal(table.values[slot * FIELDS], 42, 'taken only once the holder had written and let go');
+    } finally {
+      table.release();
+    }
+    await once(worker, 'exit');
+  });
 });
