@@ -88,6 +88,46 @@ describe('shared table', () => {
     assert.ok(add(table, 'key:one-too-many', 1), 'a removed record makes room');
   });
 
+  test('a table made for a number of bytes fits in them, and no more than two more records would', () => {
+    for (const bytes of [1 << 20, 3_000_001, 64 << 20]) {
+      for (const fields of [1, FIELDS, 26]) {
+        const records = SharedTable.recordsFor(bytes, fields);
+        assert.ok(SharedTable.allocate(records, fields).byteLength <= bytes, `${records} records of ${fields} fields in ${bytes} bytes`);
+        assert.ok(SharedTable.allocate(records + 2, fields).byteLength > bytes, `${records} records: room left for more`);
+      }
+    }
+    assert.equal(SharedTable.recordsFor(1000, FIELDS), NEIGHBOURHOOD, 'never fewer than a neighbourhood');
+  });
+
+  test('misuse is refused in words: a buffer that is no table, too few records, a long key, a remove without a record', () => {
+    assert.throws(() => new SharedTable(new SharedArrayBuffer(4096)), /not a shared table/);
+    assert.throws(() => SharedTable.allocate(NEIGHBOURHOOD - 1, FIELDS), /needs 32 records or more/);
+    assert.throws(() => SharedTable.allocate(NEIGHBOURHOOD + 0.5, FIELDS), RangeError);
+    const table = tableOf(1024);
+    assert.throws(() => table.acquire(`k${'x'.repeat(KEY_UNITS)}`, true), new RegExp(`at most ${KEY_UNITS} characters: kxxx`));
+    assert.throws(() => table.remove(), /without holding a record/);
+    assert.equal(table.acquire('key:none', false), -1);
+    try {
+      assert.throws(() => table.remove(), /without holding a record/, 'a stripe held, but no record');
+    } finally {
+      table.release();
+    }
+  });
+
+  test('a cleared table holds as many new records as a new one', () => {
+    const table = tableOf(NEIGHBOURHOOD);
+    for (let i = 0; i < NEIGHBOURHOOD; i++) assert.ok(add(table, `key:${i}`, 1));
+    assert.ok(table.acquire('key:5', false) >= 0);
+    table.remove(); // its record on the free list when the table is cleared
+    table.release();
+    table.clear();
+    assert.equal(table.size, 0);
+    assert.deepEqual([...table.keys()], []);
+    for (let i = 0; i < NEIGHBOURHOOD; i++) assert.ok(add(table, `other:${i}`, 2), `other:${i}`);
+    assert.equal(add(table, 'one-too-many', 1), false);
+    for (let i = 0; i < NEIGHBOURHOOD; i++) assert.equal(read(table, `other:${i}`), 2, 'each its own record');
+  });
+
   test('a thread holds one stripe at a time', () => {
     const table = tableOf(1024);
     table.acquire('key:a', true);
