@@ -455,8 +455,23 @@ describe('the in-process limiter', () => {
     const first = clock.ms;
     clock.advance(10_000);
     assert.equal(limiter.mark('refusals:key:a:minute:1', clock.ms, first + 30_000), first, 'kept until its end');
+    clock.advance(25_000);
+    assert.equal(limiter.mark('refusals:key:a:minute:2', clock.ms, clock.ms + 30_000), clock.ms, 'ended, not yet swept: anew');
     clock.advance(2 * MINUTE_MS);
     admittedOf(limiter, 'key:b', limitsOf(3, 10), 1); // a minute of traffic later, the sweep has run
     assert.equal(limiter.mark('refusals:key:a:minute:1', clock.ms, clock.ms + 30_000), clock.ms, 'a new period, a new mark');
+  });
+
+  test('a limiter given no table holds thousands of clients; at a full one, a new mark is refused like a new subject', () => {
+    const { limiter } = memoryLimiter();
+    const minute = [{ name: 'minute', limit: 2, windowMs: MINUTE_MS }];
+    for (let i = 0; i < 5_000; i++) assert.equal(limiter.consumeNow(`addr:${i}`, minute).allowed, true, `addr:${i}`);
+    const clock = new FakeClock(NOON);
+    const full = new MemoryRateLimiter({ clock, table: new SharedTable(SharedTable.allocate(NEIGHBOURHOOD, RECORD_FIELDS)) });
+    for (let i = 0; i < NEIGHBOURHOOD; i++) full.consumeNow(`addr:${i}`, minute);
+    assert.throws(
+      () => full.mark('refusals:addr:0:minute:1', clock.ms, clock.ms + 30_000),
+      (err: Error) => err instanceof LimiterFullError && err.name === 'LimiterFullError' && /RATE_LIMIT_MEMORY_BYTES/.test(err.message),
+    );
   });
 });
