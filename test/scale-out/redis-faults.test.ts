@@ -363,6 +363,9 @@ describe('the Redis limiter when Redis is slow or restarts empty', () => {
     assert.equal(await degraded(metrics), 1);
     redis.child.kill('SIGCONT');
     await eventually(async () => (await degraded(metrics)) === 0, 10_000, 100);
+    const [seconds, micros] = (await admin.time()) as [number, number];
+    const offset = ahead.now() - (seconds * 1000 + micros / 1000);
+    assert.ok(Math.abs(offset) < 500, `before any decision, its clock is Redis's (read by TIME), ${Math.round(offset)} ms off`);
     const start = await admin.hget(windowKey(prefix, 'key:ahead', 'minute'), 's');
     const count = await countedIn(admin, windowKey(prefix, 'key:ahead', 'minute'));
     const [redisSeconds] = (await admin.time()) as [number, number];

@@ -276,6 +276,7 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     const { proxy, l } = await behindProxy(t, 'in-flight', prefix, metrics, 1, 5_000);
     const wide: WindowLimit[] = [{ name: 'minute', limit: 100, windowMs: MINUTE_MS }];
     const minute = windowKey(prefix, 'key:flight', 'minute');
+    assert.equal(await l.firstMark('mark:flight', clock.ms + 30_000), clock.ms, 'a mark answered leaves nothing in flight');
     assert.equal(await admitted(l, 'key:flight', 4, wide), 4);
     await admin.del(minute); // lost by Redis: the next answer holds 1 for this instance, which admitted 5
     hung(t, proxy);
@@ -318,5 +319,84 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     await eventually(async () => (await countedIn(admin, windowKey(prefix, 'key:y', 'minute'))) === 1, 5_000, 20);
     await eventually(async () => (await degraded(metrics)) === 0, 5_000, 20);
     assert.equal(await countedIn(admin, windowKey(prefix, 'key:x', 'minute')), 2);
+  });
+
+  test('a decision Redis admitted after the instance gave up on it, while its fallback refused it: once back, Redis holds what was admitted', async (t) => {
+    const prefix = newKeyPrefix();
+    const metrics = createMetrics();
+    const { proxy, l } = await behindProxy(t, 'refused-in-memory', prefix, metrics);
+    const minute = windowKey(prefix, 'key:spent', 'minute');
+    assert.equal(await admitted(l, 'key:spent', 5), 5);
+    await admin.del(minute); // Redis loses the minute: the next decision finds it fresh
+    hung(t, proxy);
+    assert.equal(await admitted(l, 'key:spent', 1), 0, 'refused in memory: its minute is spent');
+    assert.equal(await countedIn(admin, minute), 1, 'admitted by Redis, whose answer came too late');
+    proxy.release('replies');
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 20);
+    await eventually(async () => (await countedIn(admin, minute)) === 5, 5_000, 20);
+  });
+
+  test("a block's rest handed back while Redis is not deciding is kept in memory, not sent, and Redis gets it with the next raise", async (t) => {
+    const prefix = newKeyPrefix();
+    const metrics = createMetrics();
+    const calls = await watchScripts(redis.port);
+    t.after(() => calls.stop());
+    const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
+    const { proxy, l } = await behindProxy(t, 'hand-back-in-memory', prefix, metrics, 100);
+    const minute = windowKey(prefix, 'key:kept', 'minute');
+    assert.equal(await admitted(l, 'key:kept', 40, busy), 40);
+    assert.ok((await countedIn(admin, minute)) > 40, 'a block is held');
+    hung(t, proxy);
+    assert.equal(await admitted(l, 'key:other', 1), 1, 'decided in memory: Redis is not deciding now');
+    const saved = clock.ms;
+    t.after(() => (clock.ms = saved));
+    clock.ms += 1_500; // past the block's lifetime: the limiter's sweep (once a second) hands its rest back
+    await sleep(1_300);
+    assert.equal(calls.count('handBack', { subject: 'key:kept' }), 0, 'not sent to a Redis that does not decide');
+    proxy.release('replies');
+    await eventually(async () => (await degraded(metrics)) === 0 && (await countedIn(admin, minute)) === 40, 5_000, 20);
+  });
+
+  test("an instance on its own clocks that has heard Redis, cut off and back: its raise holds what it admitted, not the others' counts too", async (t) => {
+    while (MINUTE_MS - (Date.now() % MINUTE_MS) < 15_000) await sleep(250); // one real minute for the whole case
+    const prefix = newKeyPrefix();
+    const metrics = createMetrics();
+    const proxy = await TcpProxy.start('127.0.0.1', redis.port);
+    t.after(() => proxy.close());
+    const onOwnClocks = (id: string, port: number, m: Metrics) => {
+      const l = new RedisRateLimiter({
+        urls: [`redis://127.0.0.1:${port}`],
+        keyPrefix: prefix,
+        instanceId: id,
+        log: createLogger('silent'),
+        metrics: m,
+      });
+      atEnd(suite, () => l.close());
+      return l;
+    };
+    const [a, b] = [onOwnClocks('own-clock-a', proxy.port, metrics), onOwnClocks('own-clock-b', redis.port, createMetrics())];
+    await Promise.all([a.ready(), b.ready()]);
+    const wide: WindowLimit[] = [{ name: 'minute', limit: 100, windowMs: MINUTE_MS }];
+    assert.equal(await admitted(b, 'key:real', 3, wide), 3);
+    assert.equal(await admitted(a, 'key:real', 2, wide), 2);
+    hung(t, proxy);
+    assert.equal(await admitted(a, 'key:real', 1, wide), 1, 'in memory; Redis ran it too');
+    proxy.release('replies');
+    await eventually(async () => (await degraded(metrics)) === 0, 5_000, 20);
+    const minute = windowKey(prefix, 'key:real', 'minute');
+    assert.equal(Number(await admin.hget(minute, 'own-clock-a')), 3);
+    assert.equal(await countedIn(admin, minute), 6);
+  });
+
+  test('an instance that has heard Redis, cut off as a minute turns: the new minute starts from nothing in memory', async (t) => {
+    const saved = clock.ms;
+    t.after(() => (clock.ms = saved));
+    clock.ms = Date.UTC(2030, 0, 15, 10, 30, 50);
+    const { proxy, l } = await behindProxy(t, 'minute-turns', newKeyPrefix(), createMetrics());
+    assert.equal(await admitted(l, 'key:turn', 5), 5);
+    hung(t, proxy);
+    assert.equal(await admitted(l, 'key:turn', 1), 0, 'its minute spent, in memory too');
+    clock.ms = Date.UTC(2030, 0, 15, 10, 31, 5);
+    assert.equal(await admitted(l, 'key:turn', 6), 5, 'the next minute, decided in memory');
   });
 });
