@@ -88,8 +88,8 @@ function run(engine: string, label: string, list: string[], env: NodeJS.ProcessE
   const together = list.filter((file) => !ALONE.has(file));
   const alone = list.filter((file) => ALONE.has(file));
   console.log(
-    `\n=== ${label} on Node.js ${process.version}: ${list.length} test files (${together.length} ${concurrency} at a time, ` +
-      `then ${alone.length} alone), ${limitWords} ===\n`,
+    `\n=== ${label} on Node.js ${process.version}: ${list.length} test files (${together.length} of them ${concurrency} at a time, ` +
+      `${alone.length} alone after), ${limitWords} ===\n`,
   );
   const started = performance.now();
   let ok = true;

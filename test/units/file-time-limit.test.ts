@@ -24,7 +24,7 @@ test('the limit is PETSTORE_TEST_FILE_TIMEOUT_SECONDS in whole seconds, 0 for no
   }
 });
 
-/** Test files for run-tests.ts, by name in the order it runs them: two that hang and one that passes. */
+/** Test files for run-tests.ts, two at a time: two that hang, and one that passes once a hung one is stopped. */
 const FIXTURES = {
   'a-waits-forever.test.ts': `
     import { test } from 'node:test';
@@ -53,7 +53,7 @@ test(
     const { NODE_TEST_CONTEXT: _ours, ...env } = process.env;
     const run = spawn(process.execPath, [RUN_TESTS], {
       cwd: dir,
-      env: { ...env, PETSTORE_TEST_ENGINES: 'sqlite', [FILE_TIMEOUT_VARIABLE]: '3' },
+      env: { ...env, PETSTORE_TEST_ENGINES: 'sqlite', PETSTORE_TEST_CONCURRENCY: '2', [FILE_TIMEOUT_VARIABLE]: '3' },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true, // a group of its own: the runner and the test files it started go with it
     });
@@ -67,17 +67,18 @@ test(
     const code = await new Promise<number | null>((resolve) => run.once('close', (exitCode) => resolve(exitCode)));
 
     assert.equal(code, 1, output);
-    assert.match(output, /test files, at most 3 s each \(PETSTORE_TEST_FILE_TIMEOUT_SECONDS\)/);
+    assert.match(output, /3 test files \(3 of them 2 at a time, 0 alone after\), at most 3 s each \(PETSTORE_TEST_FILE_TIMEOUT_SECONDS\)/);
     assert.match(output, /✔ passes/, 'the file after the hung ones ran');
     const summary = output.slice(output.indexOf('Summary of npm test'));
     assert.match(summary, /FAILED: SQLite with the in-process limiter \(3 files\)/);
     const stopped = summary.split('\n').filter((line) => line.includes('TIMED OUT:'));
+    // Two files run at once: the two that hang are stopped in either order.
     assert.deepEqual(
-      stopped.map((line) => /TIMED OUT: (\S+) (.*)$/.exec(line)!.slice(1)),
+      stopped.map((line) => /TIMED OUT: (\S+) (.*)$/.exec(line)!.slice(1)).sort(),
       [
         ['test/units/a-waits-forever.test.ts', 'still running after 3 s (PETSTORE_TEST_FILE_TIMEOUT_SECONDS); stopped'],
-        ['test/units/b-blocks-its-event-loop.test.ts', 'still running after 3 s (PETSTORE_TEST_FILE_TIMEOUT_SECONDS); stopped'],
         ['test/units/b-blocks-its-event-loop.test.ts', 'did not stop on SIGTERM; killed'],
+        ['test/units/b-blocks-its-event-loop.test.ts', 'still running after 3 s (PETSTORE_TEST_FILE_TIMEOUT_SECONDS); stopped'],
       ],
       summary,
     );
