@@ -79,6 +79,9 @@ const ALONE = new Set([
   'test/processes/slow-clients.test.ts', // connection caps and slow readers, timed against the server
   'test/deployment/alert-timing.test.ts', // alerts firing by their minute at real scrape intervals
   'test/scale-out/fault-schedule.test.ts', // faults placed at given seconds of real minutes
+  // The store's transactions counted against a budget: through PgBouncer, with another file's load on the
+  // machine, 93 were counted where 79 are allowed (and 74 run alone on PostgreSQL).
+  'test/http/auth-cost.test.ts',
 ]);
 
 const passes: PassResult[] = [];
