@@ -32,6 +32,13 @@ const limits: WindowLimit[] = [
   { name: 'day', limit: 1_000, windowMs: DAY_MS },
 ];
 const clock = new FakeClock(Date.UTC(2030, 0, 15, 10, 30, 5));
+/** A busy key's limit: high enough for the limiter to take blocks of quota from Redis (maxBlock 100). */
+const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
+/** The clock put back where it was when the test ends, for a test that moves it. */
+const restoreClockAfter = (t: TestContext) => {
+  const saved = clock.ms;
+  t.after(() => (clock.ms = saved));
+};
 
 describe('what the shared limiter sends Redis when it is slow, and what a late answer leaves', () => {
   const suite = suiteOwner();
@@ -168,7 +175,6 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
       t.after(() => calls.stop());
       const prefix = newKeyPrefix();
       const metrics = createMetrics();
-      const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
       const { proxy, l } = await behindProxy(t, `alone-${finder.length}`, prefix, metrics, 100);
       assert.equal(await admitted(l, 'key:alone', 2), 2);
       if (finder === 'a hand-back') assert.equal(await admitted(l, 'key:busy', 40, busy), 40, 'a block is held');
@@ -176,8 +182,7 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
       if (finder === 'a decision') assert.equal((await l.consume('key:alone', limits)).allowed, true);
       if (finder === "a refusal's mark") assert.equal(await l.firstMark('mark:alone', clock.ms + 30_000), clock.ms);
       if (finder === 'a hand-back') {
-        const saved = clock.ms;
-        t.after(() => (clock.ms = saved));
+        restoreClockAfter(t);
         clock.ms += 1_500; // past the block's lifetime: the limiter's sweep hands its rest back
         await eventually(async () => calls.count('handBack', { subject: 'key:busy' }) === 1, 5_000, 20);
         await sleep(400); // past the 250 ms its answer is waited for
@@ -218,14 +223,12 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     const metrics = createMetrics();
     const calls = await watchScripts(redis.port);
     t.after(() => calls.stop());
-    const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
     const { proxy, l } = await behindProxy(t, 'late-hand-back', prefix, metrics, 100);
     const minute = windowKey(prefix, 'key:block', 'minute');
     assert.equal(await admitted(l, 'key:block', 40, busy), 40);
     assert.ok((await countedIn(admin, minute)) > 40, 'a block is held');
     hung(t, proxy);
-    const saved = clock.ms;
-    t.after(() => (clock.ms = saved));
+    restoreClockAfter(t);
     clock.ms += 1_500;
     await eventually(async () => calls.count('handBack', { subject: 'key:block' }) === 1, 5_000, 20);
     assert.equal(await countedIn(admin, minute), 40, 'Redis ran it');
@@ -245,7 +248,6 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     const metrics = createMetrics();
     const calls = await watchScripts(redis.port);
     t.after(() => calls.stop());
-    const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
     const l = await instance('refused-hand-back', prefix, metrics, redis.port, 100);
     const minute = windowKey(prefix, 'key:refused', 'minute');
     assert.equal(await admitted(l, 'key:refused', 40, busy), 40);
@@ -253,8 +255,7 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     assert.ok(held > 40, 'a block is held');
     await admin.config('SET', 'maxmemory', '1'); // every write refused: OOM
     t.after(() => admin.config('SET', 'maxmemory', '0'));
-    const saved = clock.ms;
-    t.after(() => (clock.ms = saved));
+    restoreClockAfter(t);
     clock.ms += 1_500;
     await eventually(async () => calls.count('handBack', { subject: 'key:refused' }) === 1, 5_000, 20);
     await sleep(100);
@@ -341,15 +342,13 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
     const metrics = createMetrics();
     const calls = await watchScripts(redis.port);
     t.after(() => calls.stop());
-    const busy: WindowLimit[] = [{ name: 'minute', limit: 2_000_000, windowMs: MINUTE_MS }];
     const { proxy, l } = await behindProxy(t, 'hand-back-in-memory', prefix, metrics, 100);
     const minute = windowKey(prefix, 'key:kept', 'minute');
     assert.equal(await admitted(l, 'key:kept', 40, busy), 40);
     assert.ok((await countedIn(admin, minute)) > 40, 'a block is held');
     hung(t, proxy);
     assert.equal(await admitted(l, 'key:other', 1), 1, 'decided in memory: Redis is not deciding now');
-    const saved = clock.ms;
-    t.after(() => (clock.ms = saved));
+    restoreClockAfter(t);
     clock.ms += 1_500; // past the block's lifetime: the limiter's sweep (once a second) hands its rest back
     await sleep(1_300);
     assert.equal(calls.count('handBack', { subject: 'key:kept' }), 0, 'not sent to a Redis that does not decide');
@@ -389,8 +388,7 @@ describe('what the shared limiter sends Redis when it is slow, and what a late a
   });
 
   test('an instance that has heard Redis, cut off as a minute turns: the new minute starts from nothing in memory', async (t) => {
-    const saved = clock.ms;
-    t.after(() => (clock.ms = saved));
+    restoreClockAfter(t);
     clock.ms = Date.UTC(2030, 0, 15, 10, 30, 50);
     const { proxy, l } = await behindProxy(t, 'minute-turns', newKeyPrefix(), createMetrics());
     assert.equal(await admitted(l, 'key:turn', 5), 5);
