@@ -34,6 +34,8 @@ import { root } from './http/site/root.ts';
 import { validation } from './http/hooks/validation.ts';
 import { KeyBans } from './limits/bans.ts';
 import type { RateLimiter } from './limits/limiter.ts';
+import type { SharedTable } from './limits/shared-table.ts';
+import type { Exposition } from './workers/process-metrics.ts';
 import type { Store } from './storage/store.ts';
 import { createLogger, requestLogger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
@@ -45,6 +47,10 @@ export interface AppDeps {
   /** The JSON logger; one at config.logLevel on standard output when omitted. */
   logger?: FastifyBaseLogger;
   metrics?: Metrics;
+  /** What the token route serves at /metrics: the whole process's, when it runs several workers; this app's registry by default. */
+  exposition?: Exposition;
+  /** The process's open connections, shared by its workers (connection-caps.ts); this server's own when omitted. */
+  connectionCounts?: SharedTable;
   /** Certificate and key for the built-in HTTPS listener; plain HTTP without them. */
   tls?: TlsFiles;
   /**
@@ -111,6 +117,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     },
     logger,
     metrics,
+    deps.connectionCounts,
   );
   app.server.on('connect', (_request, socket) => unrouted.connect(socket as Socket));
 
@@ -169,7 +176,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     routes,
   });
   await app.register(docs, { limit: guard.docs });
-  await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken });
+  await app.register(health, { store: deps.store, metrics, metricsToken: config.metricsToken, exposition: deps.exposition });
   await app.register(root);
   return app;
 }

@@ -6,7 +6,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { PLANS } from './domain/plans.ts';
 import { requestMetrics } from './request-metrics.ts';
-import { resourceMetrics } from './resource-metrics.ts';
+import { PROCESS_WIDE, resourceMetrics } from './resource-metrics.ts';
 
 export interface PoolStats {
   total: number;
@@ -106,6 +106,7 @@ export function createMetrics() {
     ),
     ready: new Gauge({
       name: 'petstore_ready',
+      ...PROCESS_WIDE,
       help: '1 when this instance would answer /readyz 200 (not draining, storage answers), else 0; checked at each scrape.',
       registers: [registry],
       async collect() {
@@ -180,6 +181,7 @@ export function createMetrics() {
     }),
     limiterDegraded: new Gauge({
       name: 'petstore_ratelimit_degraded',
+      ...PROCESS_WIDE,
       help: '1 while the Redis limiter is unreachable and this instance limits in memory, else 0.',
       registers: [registry],
     }),

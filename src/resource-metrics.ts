@@ -9,6 +9,12 @@ import { dirname } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
 import { newestDatedBackup } from './storage/sqlite/backup-folder.ts';
 
+/**
+ * A gauge of one value for the whole process, which each of its workers reports alike: the process's /metrics
+ * (workers/process-metrics.ts) takes the highest, rather than adding them up.
+ */
+export const PROCESS_WIDE = { aggregator: 'max' } as const;
+
 /** The embedded database's files, and the folder of dated backups when BACKUP_DIR names one. */
 export interface WatchedFiles {
   database: string;
@@ -64,6 +70,7 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
     }));
   new Gauge({
     name: 'petstore_sqlite_file_bytes',
+    ...PROCESS_WIDE,
     help: 'Size of the embedded SQLite database\'s files: "database" (the main file) and "wal" (its write-ahead log).',
     labelNames: ['file'] as const,
     registers: [registry],
@@ -75,6 +82,7 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
   });
   new Gauge({
     name: 'petstore_sqlite_filesystem_available_bytes',
+    ...PROCESS_WIDE,
     help: "Bytes the service's user may still write on the file system that holds the SQLite database and its WAL.",
     registers: [registry],
     async collect() {
@@ -84,6 +92,7 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
   });
   new Gauge({
     name: 'petstore_sqlite_filesystem_size_bytes',
+    ...PROCESS_WIDE,
     help: 'Size of the file system that holds the SQLite database and its WAL.',
     registers: [registry],
     async collect() {
@@ -95,6 +104,7 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
   if (backupDir === undefined) return;
   new Gauge({
     name: 'petstore_backup_last_success_timestamp_seconds',
+    ...PROCESS_WIDE,
     help:
       'When the newest complete backup in BACKUP_DIR began (Unix seconds, from its name petstore-YYYYMMDDTHHMMSSZ.db); ' +
       '0 while there is none. Reported only when BACKUP_DIR is set.',
@@ -108,6 +118,7 @@ function watchFiles(registry: Registry, files: WatchedFiles): void {
 export function resourceMetrics(registry: Registry) {
   new Gauge({
     name: 'petstore_memory_limit_bytes',
+    ...PROCESS_WIDE,
     help: "Memory the process may use: its cgroup's limit (a container's or a systemd unit's MemoryMax=), else the machine's.",
     registers: [registry],
     collect() {
@@ -122,6 +133,7 @@ export function resourceMetrics(registry: Registry) {
     tlsCertificateInUse(validTo: Date) {
       tlsExpiry ??= new Gauge({
         name: 'petstore_tls_certificate_expiry_timestamp_seconds',
+        ...PROCESS_WIDE,
         help: 'When the TLS certificate in use stops being valid (its notAfter, Unix seconds); only when the server listens with TLS.',
         registers: [registry],
       });

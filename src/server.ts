@@ -4,21 +4,44 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
 import { buildApp } from './app.ts';
 import { redisUrls, type Config } from './config.ts';
 import { readNamedFile, readTls } from './config/named-files.ts';
 import { reloadTlsOnSignal } from './http/server/tls-reload.ts';
 import type { Server as HttpsServer } from 'node:https';
 import { startMetricsListener } from './http/server/metrics-listener.ts';
+import { listenRefusal } from './http/server/listen-refusal.ts';
 import { openLimiter, type RedisTarget } from './limits/open.ts';
+import type { SharedTable } from './limits/shared-table.ts';
 import { limiterTable } from './limits/subject-records.ts';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { shutDownOnSignals } from './shutdown.ts';
 import { nextStep, startFacts, startMessage } from './start-line.ts';
 import { openStore } from './storage/open.ts';
+import type { Store } from './storage/store.ts';
 import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
+import { processSignals, type SignalSource } from './workers/signals.ts';
+import { answerMetricsRequests, registryExposition, supervisorExposition } from './workers/process-metrics.ts';
+import type { MessagePort } from 'node:worker_threads';
+
+/** A server that is one of the process's workers (src/workers/supervisor.ts). */
+export interface WorkerRole {
+  /** 1 to WORKERS, on every line it logs. */
+  index: number;
+  /** The process's one limiter state. */
+  limiterTable: SharedTable;
+  /** The process's open connections, which MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS cap. */
+  connectionTable: SharedTable;
+  /** The supervisor's signals, passed on: a worker thread hears none of its own. */
+  signals: SignalSource;
+  /** Where the supervisor asks for this worker's metrics, and the process's exposition it serves at /metrics. */
+  port: MessagePort;
+  /** This worker's share of the process's PostgreSQL connections. */
+  poolSize: number;
+}
 
 /** The Redis limiter's target, when REDIS_URL or REDIS_CLUSTER_NODES names one. */
 function redisTarget(config: Readonly<Config>): RedisTarget | undefined {
@@ -34,18 +57,12 @@ function redisTarget(config: Readonly<Config>): RedisTarget | undefined {
 }
 
 /** Listening, with the usual failures (the port taken, a privileged port) said in terms of PORT and HOST. */
-async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<void> {
+async function listen(app: FastifyInstance, config: Readonly<Config>, reusePort: boolean): Promise<void> {
   try {
-    await app.listen({ port: config.port, host: config.host });
+    // Workers listen on one port beside each other, the kernel spreading connections among them.
+    await app.listen({ port: config.port, host: config.host, ...(reusePort && { reusePort }) });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const where = `${config.host}:${config.port}`;
-    if (code === 'EADDRINUSE') throw new Error(`cannot listen on ${where}: another process uses it (set PORT or --port)`, { cause: err });
-    if (code === 'EACCES') throw new Error(`cannot listen on ${where}: not allowed (ports below 1024 need privileges)`, { cause: err });
-    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
-      throw new Error(`cannot listen on ${where}: no such address on this machine (set HOST or --host)`, { cause: err });
-    }
-    throw err;
+    throw listenRefusal(err, config.host, config.port);
   }
 }
 
@@ -53,8 +70,16 @@ async function listen(app: FastifyInstance, config: Readonly<Config>): Promise<v
  * Starts the server; `tracing`, started by the CLI before this module was loaded, when it is on; `warnings`
  * about the environment (a variable that looks like a setting but is not one), logged first.
  */
-export async function startServer(config: Readonly<Config>, tracing?: Tracing, warnings: readonly string[] = []): Promise<FastifyInstance> {
-  const logger = createLogger(config.logLevel, undefined, tracing?.logFields);
+export async function startServer(
+  config: Readonly<Config>,
+  tracing?: Tracing,
+  warnings: readonly string[] = [],
+  role?: WorkerRole,
+): Promise<FastifyInstance> {
+  // A worker writes its lines itself, at once: through the thread's process.stdout, those queued when it ends would be lost.
+  const root = createLogger(config.logLevel, role && pino.destination({ dest: 1, sync: true }), tracing?.logFields);
+  const logger = role ? root.child({ worker: role.index }) : root;
+  const signals = role?.signals ?? processSignals;
   for (const warning of warnings) logger.warn(warning);
   const metrics = createMetrics();
   const store = await openStore(config.database, {
@@ -64,35 +89,65 @@ export async function startServer(config: Readonly<Config>, tracing?: Tracing, w
     migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
     traceSqlite: tracing?.traceSqlite,
     log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
+    poolSize: role?.poolSize,
   });
-  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics, table: limiterTable(config.rateLimitMemoryBytes) });
+  const table = role?.limiterTable ?? limiterTable(config.rateLimitMemoryBytes);
+  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics, table });
   const tls = readTls(config);
-  const app = await buildApp(config, { store, limiter, logger, metrics, tls });
+  if (role) answerMetricsRequests(role.port, metrics.registry);
+  const app = await buildApp(config, {
+    store,
+    limiter,
+    logger,
+    metrics,
+    tls,
+    connectionCounts: role?.connectionTable,
+    exposition: role && supervisorExposition(role.port),
+  });
   if (config.database.engine === 'sqlite' && config.database.path !== ':memory:')
     metrics.watchFiles({ database: config.database.path, backupDir: config.backupDir });
   const metricsListener =
-    config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
+    config.metricsPort === undefined || role
+      ? undefined
+      : await startMetricsListener(registryExposition(metrics.registry), config.metricsPort, config.metricsHost);
   app.addHook('onClose', async () => {
     metricsListener?.close();
     await limiter.close();
     await store.close();
   });
-  await listen(app, config);
-  const version = packageVersion();
-  const facts = startFacts(config, app.server.address() as AddressInfo);
-  app.log.info({ version, ...facts }, startMessage(version, facts));
-  if (metricsListener) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
-  // Advice only: a store that cannot answer now leaves the line that holds either way.
-  const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
-  app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
+  await listen(app, config, role !== undefined);
+  if (role) {
+    // The supervisor says the rest once for the process.
+    app.log.info(`worker ${role.index} serving`);
+  } else {
+    await sayStarted(app, config, store, metricsListener !== undefined);
+  }
   if (tls)
-    reloadTlsOnSignal(app.server as unknown as HttpsServer, config, app.log, { certificate: tls.cert, inUse: metrics.tlsCertificateInUse });
+    reloadTlsOnSignal(
+      app.server as unknown as HttpsServer,
+      config,
+      app.log,
+      { certificate: tls.cert, inUse: metrics.tlsCertificateInUse },
+      signals,
+    );
   // `systemctl reload` on plain HTTP: nothing to read again, and a reload must never end the server.
-  else process.on('SIGHUP', () => app.log.info('SIGHUP: nothing to reload without TLS_CERT; other settings are read at start'));
+  else signals.on('SIGHUP', () => app.log.info('SIGHUP: nothing to reload without TLS_CERT; other settings are read at start'));
   shutDownOnSignals(
     app,
     { drainMs: config.shutdownDrainMs, timeoutMs: config.shutdownTimeoutMs, proxied: config.trustProxy.kind !== 'none' },
     tracing && ((withinMs) => tracing.shutdown(withinMs)),
+    signals,
   );
   return app;
+}
+
+/** The start line, the metrics listener's, and the next step (a key to create, or the docs to read). */
+async function sayStarted(app: FastifyInstance, config: Readonly<Config>, store: Store, metricsListening: boolean): Promise<void> {
+  const version = packageVersion();
+  const facts = startFacts(config, app.server.address() as AddressInfo);
+  app.log.info({ version, ...facts }, startMessage(version, facts));
+  if (metricsListening) app.log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
+  // Advice only: a store that cannot answer now leaves the line that holds either way.
+  const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
+  app.log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
 }

@@ -16,6 +16,7 @@ import type { Server } from 'node:http';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
+import { processSignals, type SignalSource } from './workers/signals.ts';
 
 export interface ShutdownTimings {
   /** How long to keep listening after the signal, with /readyz reporting not ready. */
@@ -75,7 +76,12 @@ const TRACING_FLUSH_RESERVE_MS = 200;
  * On SIGTERM or SIGINT: the graceful shutdown, then the spans still queued within what is left of the
  * bound, then exit 0. Only storage or the limiter hanging on close reaches the hard exit (1).
  */
-export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings, flushSpans?: (withinMs: number) => Promise<void>): void {
+export function shutDownOnSignals(
+  app: FastifyInstance,
+  timings: ShutdownTimings,
+  flushSpans?: (withinMs: number) => Promise<void>,
+  signals: SignalSource = processSignals,
+): void {
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -99,6 +105,6 @@ export function shutDownOnSignals(app: FastifyInstance, timings: ShutdownTimings
       },
     );
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  signals.once('SIGTERM', shutdown);
+  signals.once('SIGINT', shutdown);
 }

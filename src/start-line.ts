@@ -23,13 +23,21 @@ export function startFacts(config: Readonly<Config>, address: AddressInfo) {
   const local = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : config.host;
   // Behind a proxy, the public address of the API names where clients find the docs page too.
   const publicDocs = /^https?:/.test(config.publicBaseUrl) ? docsUrlBeside(config.publicBaseUrl) : undefined;
-  return { environment: config.environment, storage, limiter, address: at(address.address), docs: publicDocs ?? `${at(local)}/docs` };
+  return {
+    environment: config.environment,
+    storage,
+    limiter,
+    workers: config.workers,
+    address: at(address.address),
+    docs: publicDocs ?? `${at(local)}/docs`,
+  };
 }
 
 export function startMessage(version: string, facts: StartFacts): string {
   const storage = facts.storage.engine === 'sqlite' ? `SQLite ${facts.storage.path}` : facts.storage.target;
   const limits = facts.limiter.engine === 'redis' ? `rate limits in ${facts.limiter.target}` : 'rate limits in memory';
-  return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}); docs at ${facts.docs}`;
+  const workers = facts.workers === 1 ? '1 worker' : `${facts.workers} workers`;
+  return `petstore ${version} serving ${facts.environment} on ${facts.address} (${storage}, ${limits}, ${workers}); docs at ${facts.docs}`;
 }
 
 /**

@@ -206,15 +206,28 @@ const say = (line: string) => console.log(printable(line));
 const text = (value: string | boolean | undefined) => (typeof value === 'string' ? value : undefined);
 
 async function serve({ values }: Parsed): Promise<void> {
-  const config = await readConfig({
+  let config = await readConfig({
     '--port': { variable: 'PORT', value: text(values.port) },
     '--host': { variable: 'HOST', value: text(values.host) },
   });
   // Tracing is loaded only when it is on, and before the server: the instrumentations must be in
   // place before the PostgreSQL and Redis clients are first imported.
+  const warnings = (await loadConfigModule()).lookalikeWarnings(process.env);
+  if (config.workers > 1) {
+    const { port, reusePort } = await (await import('../workers/port.ts')).claimSharedPort(config.host, config.port);
+    if (reusePort) {
+      const { superviseWorkers } = await import('../workers/supervisor.ts');
+      return superviseWorkers({ ...config, port }, warnings);
+    }
+    warnings.push(
+      `WORKERS is ${config.workers}, but this platform cannot listen on one port from several threads (no SO_REUSEPORT): ` +
+        'serving from one thread; see docs/workers.md',
+    );
+    config = { ...config, workers: 1 };
+  }
   const tracing = config.otlpEndpoint === undefined ? undefined : (await import('../tracing/start.ts')).startTracing(config);
   const { startServer } = await import('../server.ts');
-  await startServer(config, tracing, (await loadConfigModule()).lookalikeWarnings(process.env));
+  await startServer(config, tracing, warnings);
 }
 
 async function keys(action: string, { values, args }: Parsed): Promise<void> {

@@ -192,6 +192,7 @@ export class SharedTable {
    * waiting by one that is gone. A record it was changing keeps what it had written.
    */
   releaseHeldBy(endedThreadId: number): number {
+    if (!(endedThreadId >= 1)) throw new RangeError(`not a worker's threadId: ${endedThreadId}`);
     let released = 0;
     for (let stripe = 0; stripe < STRIPES; stripe++) {
       if (Atomics.compareExchange(this.#locks, stripe * 2, endedThreadId + 1, 0) === endedThreadId + 1) {

@@ -41,6 +41,8 @@ export interface OpenOptions {
   traceSqlite?: (store: Store) => Store;
   /** Hears what the PostgreSQL store adapts to a transaction pooler, and SQLite writes failing and recovering. */
   log?: PostgresOptions['log'];
+  /** Connections the PostgreSQL pool may open (10 unless said): a worker's share of the process's (docs/workers.md). */
+  poolSize?: number;
 }
 
 /** Refuses a SQLite file whose folder does not exist, or creates the folder when `create` says so. */
@@ -116,7 +118,7 @@ export function describeDatabase(target: DatabaseTarget): string {
 /** The store a target names; PostgreSQL's driver is traced by its own instrumentation. */
 export async function openStore(
   target: DatabaseTarget,
-  { synchronous, lockWaitMs, migrationWait, migrations, traceSqlite = (s) => s, log }: OpenOptions,
+  { synchronous, lockWaitMs, migrationWait, migrations, traceSqlite = (s) => s, log, poolSize }: OpenOptions,
 ): Promise<Store> {
   if (target.engine === 'sqlite') {
     prepareSqliteFolder(target.path, target.createFolder === true);
@@ -136,7 +138,7 @@ export async function openStore(
   }
   const { openPostgresStore } = await import('./postgres/store.ts');
   try {
-    return await openPostgresStore({ url: target.url, log, migrationWait, migrations });
+    return await openPostgresStore({ url: target.url, log, migrationWait, migrations, poolSize });
   } catch (err) {
     if (err instanceof MigrationError) throw err.naming(describeDatabase(target));
     if (err instanceof MigrationLockTimeoutError) {

@@ -33,13 +33,17 @@ export interface Tracing {
 /** The packages whose imports the instrumentations patch (pg-pool: pg's pool, imported by pg). */
 const INSTRUMENTED_PACKAGES = ['pg', 'pg-pool', 'ioredis'];
 
-export function startTracing(config: Pick<Config, 'otlpEndpoint' | 'otelServiceName'>): Tracing {
+/** `attributes`: more of the resource, as a worker's number (docs/workers.md). */
+export function startTracing(
+  config: Pick<Config, 'otlpEndpoint' | 'otelServiceName'>,
+  attributes: Record<string, string | number> = {},
+): Tracing {
   interceptImports(INSTRUMENTED_PACKAGES);
 
   // OTEL_SERVICE_NAME is read by the configuration (default petstore); OTEL_RESOURCE_ATTRIBUTES
   // adds to it, as the standard says.
   const resource = defaultResource()
-    .merge(resourceFromAttributes({ 'service.name': config.otelServiceName, 'service.version': packageVersion() }))
+    .merge(resourceFromAttributes({ 'service.name': config.otelServiceName, 'service.version': packageVersion(), ...attributes }))
     .merge(detectResources({ detectors: [envDetector] }));
   // The exporter reads OTEL_EXPORTER_OTLP_ENDPOINT (adding /v1/traces) and the other
   // OTEL_EXPORTER_OTLP_* variables (headers, timeout) itself, and sends JSON.

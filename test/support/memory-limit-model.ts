@@ -83,12 +83,12 @@ const MINUTE = 60_000;
  * Bans: a refusal counts when it comes at least the grace after the first refusal of its mark (one per key and
  * refusing window); the threshold-th counted in a minute period bans until the next whole second past the
  * duration. The instance that placed a ban holds it that long in real time; one that reads it from the store
- * (after a restart) believes at most one duration from its first read.
+ * (after a restart, or another worker of the process) believes at most one duration from its first read.
  */
 export class BanModel {
   /** Each key's stored ban end (wall ms): what outlives a restart. */
   readonly #stored = new Map<string, number>();
-  /** This incarnation's view of each key's ban, from its first read or its placement. */
+  /** This incarnation's view of each key's ban, by worker and key (`worker:key`), from its first read or its placement. */
   readonly #known = new Map<string, { stored: number; endsAt: number }>();
   /** Each mark's first refusal and when its period ends, in real time. */
   readonly #marks = new Map<string, { at: number; endsAt: number }>();
@@ -108,19 +108,20 @@ export class BanModel {
   }
 
   /** The real time left of the key's ban, or undefined when it is not banned. */
-  bannedFor(key: string, wall: number, real: number): number | undefined {
-    let known = this.#known.get(key);
-    if (known === undefined) {
-      const stored = this.#stored.get(key) ?? 0;
+  bannedFor(key: string, wall: number, real: number, worker = 0): number | undefined {
+    let known = this.#known.get(`${worker}:${key}`);
+    const stored = this.#stored.get(key) ?? 0;
+    // A worker that knew an older ban (or none) reads the store again, as its cache at 0 makes it.
+    if (known === undefined || known.stored !== stored) {
       known = { stored, endsAt: real + Math.min(stored, wall + this.#policy.durationMs) - wall };
-      this.#known.set(key, known);
+      this.#known.set(`${worker}:${key}`, known);
     }
     const left = known.endsAt - real;
     return known.stored !== 0 && left > 0 ? left : undefined;
   }
 
   /** Counts a refusal of the key, refused for `mark`'s window (ending at `untilWall`); the ban's stored end when it bans. */
-  refusal(key: string, mark: string, untilWall: number, wall: number, real: number): number | undefined {
+  refusal(key: string, mark: string, untilWall: number, wall: number, real: number, worker = 0): number | undefined {
     let first = this.#marks.get(mark);
     if (first === undefined || first.endsAt <= real) {
       first = { at: real, endsAt: real + untilWall - wall };
@@ -133,7 +134,7 @@ export class BanModel {
     if (!decision.allowed || decision.remaining[0]! > 0) return undefined;
     const end = Math.ceil((wall + this.#policy.durationMs) / 1000) * 1000;
     this.#stored.set(key, end);
-    this.#known.set(key, { stored: end, endsAt: real + end - wall });
+    this.#known.set(`${worker}:${key}`, { stored: end, endsAt: real + end - wall });
     return end;
   }
 }

@@ -39,6 +39,8 @@ export function cliEnv(overrides: EnvOverrides): NodeJS.ProcessEnv {
   // Nothing of the host's configuration leaks in; nor the test runner's context, which a child
   // node process would otherwise take as its own.
   for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete env[name];
+  // One server thread unless a test is about workers: the suite's time stays in bounds.
+  env.WORKERS = '1';
   for (const [name, value] of Object.entries(overrides)) {
     if (value === undefined) delete env[name];
     else env[name] = value;

@@ -4,6 +4,8 @@
  * (processes/slow-clients.test.ts), the shutdown timings (processes/shutdown.test.ts) and the forms of TRUST_PROXY
  * (units/client-address.test.ts) are checked beside the behaviour they configure.
  */
+import { quotaCores, usableCores } from '../../src/workers/cores.ts';
+import { workerShare } from '../../src/workers/shares.ts';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -68,6 +70,7 @@ test('an empty environment gives the defaults', () => {
     redisTlsCaFile: undefined,
     redisKeyPrefix: 'petstore',
     rateLimitBlockMax: 100,
+    workers: usableCores(),
     rateLimitMemoryBytes: 64 * 1024 * 1024,
     environment: 'production',
     logLevel: 'info',
@@ -211,6 +214,49 @@ test('TRUST_PROXY=true is refused with the reason, and a list that is not addres
     'TRUST_PROXY',
     /must be false, a hop count or a comma-separated list of proxy addresses or CIDRs/,
   );
+});
+
+test('WORKERS defaults to the cores the process may use, to 1 with Redis, and above 1 is refused with Redis for now', () => {
+  assert.equal(loadConfig({}).workers, usableCores());
+  assert.equal(loadConfig({ WORKERS: '3' }).workers, 3);
+  assert.equal(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).workers, 1);
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis://10.0.0.1:6379' }).workers, 1);
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379', WORKERS: '2' }),
+    new ConfigError(
+      'WORKERS (2) must be 1 with REDIS_URL or REDIS_CLUSTER_NODES for now: run one process per core as instances of their own, ' +
+        'or leave Redis out to share the in-memory limiter among workers',
+    ),
+  );
+});
+
+test('the cores the process may use: its affinity, within a cgroup quota rounded up (v2, then v1), at least one', () => {
+  const files = (entries: Record<string, string>) => (path: string) => entries[path];
+  assert.equal(quotaCores(files({})), undefined);
+  assert.equal(quotaCores(files({ '/proc/self/cgroup': '0::/\n', '/sys/fs/cgroup/cpu.max': 'max 100000\n' })), undefined);
+  assert.equal(quotaCores(files({ '/proc/self/cgroup': '0::/pod\n', '/sys/fs/cgroup/pod/cpu.max': '150000 100000\n' })), 1.5);
+  assert.equal(
+    quotaCores(
+      files({
+        '/proc/self/cgroup': '4:cpu,cpuacct:/docker/abc\n',
+        '/sys/fs/cgroup/cpu/docker/abc/cpu.cfs_quota_us': '200000\n',
+        '/sys/fs/cgroup/cpu/docker/abc/cpu.cfs_period_us': '100000\n',
+      }),
+    ),
+    2,
+  );
+  assert.equal(quotaCores(files({ '/proc/self/cgroup': '4:cpu:/\n', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '-1\n' })), undefined);
+  assert.equal(usableCores(8, 1.5), 2);
+  assert.equal(usableCores(2, 16), 2);
+  assert.equal(usableCores(4, undefined), 4);
+  assert.equal(usableCores(4, 0.1), 1);
+});
+
+test("a worker's share of the process's pool: near-equal, adding up to it, at least one each", () => {
+  const shares = (workers: number) => Array.from({ length: workers }, (_, i) => workerShare(10, i + 1, workers));
+  assert.deepEqual(shares(1), [10]);
+  assert.deepEqual(shares(4), [3, 3, 2, 2]);
+  assert.deepEqual(shares(16), Array(16).fill(1));
 });
 
 test('REDIS_CLUSTER_NODES takes seed URLs, excludes REDIS_URL, and a CA file needs a rediss:// URL', () => {

@@ -12,13 +12,15 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import fc from 'fast-check';
 import { createKey } from '../../src/cli/keys.ts';
 import { DAY_MS, MINUTE_MS } from '../../src/domain/durations.ts';
 import { KeyBans, type BanPolicy } from '../../src/limits/bans.ts';
 import { nearestExhaustion, type WindowLimit } from '../../src/limits/limiter.ts';
 import { MemoryRateLimiter } from '../../src/limits/memory.ts';
+import type { SharedTable } from '../../src/limits/shared-table.ts';
+import { limiterTable } from '../../src/limits/subject-records.ts';
 import { openSqliteStore } from '../../src/storage/sqlite/store.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { BanModel, ModelSubject } from '../support/memory-limit-model.ts';
@@ -30,9 +32,11 @@ const LIMITS: WindowLimit[] = [
 ];
 const POLICY: BanPolicy = { threshold: 3, graceMs: 1000, durationMs: 5 * MINUTE_MS, cacheTtlMs: 2000 };
 const KEYS = 3;
+/** The most workers a sequence spreads its requests over (docs/workers.md): each its own limiter on the process's one table. */
+const WORKERS = 3;
 
 type Action =
-  | { kind: 'requests'; key: number; count: number; apartMs: number }
+  | { kind: 'requests'; key: number; worker: number; count: number; apartMs: number }
   | { kind: 'wait'; ms: number }
   | { kind: 'step'; ms: number }
   | { kind: 'restart' };
@@ -43,6 +47,7 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant('requests'),
       key: fc.nat(KEYS - 1),
+      worker: fc.nat(WORKERS - 1),
       count: fc.integer({ min: 1, max: 8 }),
       apartMs: fc.nat(700),
     }),
@@ -75,6 +80,8 @@ interface Event {
   real: number;
   outcome: Outcome;
   incarnation: number;
+  /** Which worker's limiter and bans answered it. */
+  worker: number;
 }
 
 /** A ban placed: by the refusal at `event` (its index in the trace). */
@@ -83,6 +90,8 @@ interface Placed {
   real: number;
   event: number;
   incarnation: number;
+  /** Which worker's limiter and bans answered it. */
+  worker: number;
 }
 
 /** The promises, checked on the trace alone; `firstReads` by `key@incarnation`: when that incarnation first read the key's ban. */
@@ -97,10 +106,14 @@ function checkTrace(events: Event[], bans: Placed[], firstReads: Map<string, num
     if (e.outcome === 'banned') {
       const placed = bans.filter((b) => b.key === e.key && b.event < index).at(-1);
       assert.ok(placed !== undefined, `key ${e.key} banned at ${e.real} with no ban placed`);
+      // Another worker than the one that placed it reads it from the store: at most one duration from its first read since.
+      const readAfter = events.find((r, i) => i > placed.event && r.key === e.key && r.worker === e.worker)!.real;
       const bound =
         placed.incarnation < e.incarnation
-          ? firstReads.get(`${e.key}@${e.incarnation}`)! + POLICY.durationMs
-          : placed.real + POLICY.durationMs + 1000;
+          ? firstReads.get(`${e.key}@${e.incarnation}@${e.worker}`)! + POLICY.durationMs
+          : placed.worker === e.worker
+            ? placed.real + POLICY.durationMs + 1000
+            : Math.max(placed.real + POLICY.durationMs + 1000, readAfter + POLICY.durationMs);
       assert.ok(e.real < bound, `key ${e.key} still banned at ${e.real}, past ${bound} (placed at ${placed.real})`);
     }
   });
@@ -130,34 +143,44 @@ function checkPeriods(subjects: Iterable<ModelSubject>) {
   }
 }
 
-async function run(actions: Action[], dir: string, n: number): Promise<void> {
+/**
+ * One sequence, on `workers` limiters sharing one table as a process's workers do (1: one thread). With several,
+ * each worker has its bans' cache too; with `policy`'s cache at 0 they all read the store, so a ban placed by one
+ * is the model's at once in every other (the process test holds the cache's bound).
+ */
+async function run(actions: Action[], dir: string, n: number, workers: number, policy: BanPolicy): Promise<void> {
   const store = openSqliteStore({ path: join(dir, `model-${n}.db`), synchronous: 'normal' });
   try {
     const ids = await Promise.all(
       Array.from({ length: KEYS }, async () => (await createKey(store, 'production', { plan: 'free' })).record.id),
     );
     const clock = new FakeClock(Date.UTC(2030, 0, 15, 23, 58, 30));
-    let limiter = new MemoryRateLimiter({ clock });
-    let bans = new KeyBans(store, limiter, clock, POLICY);
+    const open = (table: SharedTable) =>
+      Array.from({ length: workers }, () => {
+        const limiter = new MemoryRateLimiter({ clock, table });
+        return { limiter, bans: new KeyBans(store, limiter, clock, policy) };
+      });
+    let servers = open(limiterTable(1 << 20));
     let models = ids.map(() => new ModelSubject(LIMITS));
     const everyModel = [...models];
-    const banModel = new BanModel(POLICY);
+    const banModel = new BanModel(policy);
     const events: Event[] = [];
     const placed: Placed[] = [];
     let incarnation = 0;
     const firstReads = new Map<string, number>();
 
-    const request = async (key: number) => {
+    const request = async (key: number, worker: number) => {
+      const { limiter, bans } = servers[worker % workers]!;
       const id = ids[key]!;
       const wall = clock.now();
       const real = clock.elapsed();
       const where = `key ${key}, request ${events.length}, wall ${new Date(wall).toISOString()}, real ${real}`;
-      const readAt = `${key}@${incarnation}`;
+      const readAt = `${key}@${incarnation}@${worker % workers}`;
       if (!firstReads.has(readAt)) firstReads.set(readAt, real);
       const bannedUntil = await bans.bannedUntil(id, wall);
-      const bannedFor = banModel.bannedFor(id, wall, real);
+      const bannedFor = banModel.bannedFor(id, wall, real, worker % workers);
       assert.equal(bannedUntil === undefined ? undefined : bannedUntil - wall, bannedFor, `${where}: banned for`);
-      if (bannedFor !== undefined) return void events.push({ key, real, outcome: 'banned', incarnation });
+      if (bannedFor !== undefined) return void events.push({ key, real, outcome: 'banned', incarnation, worker: worker % workers });
       const decision = limiter.consumeNow(`key:${id}`, LIMITS);
       const expected = models[key]!.decide(wall, real);
       assert.equal(decision.allowed, expected.allowed, `${where}: admitted`);
@@ -169,20 +192,20 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
           `${where}: ${w.name} resets in ${w.resetAtMs - wall}, not ${expected.leftMs[i]}`,
         );
       });
-      events.push({ key, real, outcome: decision.allowed ? 'admitted' : 'refused', incarnation });
+      events.push({ key, real, outcome: decision.allowed ? 'admitted' : 'refused', incarnation, worker: worker % workers });
       if (decision.allowed) return;
       const refusing = nearestExhaustion(decision.windows);
       const mark = `refusals:${id}:${refusing.name}:${refusing.resetAtMs}`;
       const end = await bans.recordRefusal(id, decision);
-      assert.equal(end, banModel.refusal(id, mark, refusing.resetAtMs, wall, real), `${where}: the ban placed`);
-      if (end !== undefined) placed.push({ key, real, event: events.length - 1, incarnation });
+      assert.equal(end, banModel.refusal(id, mark, refusing.resetAtMs, wall, real, worker % workers), `${where}: the ban placed`);
+      if (end !== undefined) placed.push({ key, real, event: events.length - 1, incarnation, worker: worker % workers });
     };
 
     for (const action of actions) {
       switch (action.kind) {
         case 'requests':
           for (let i = 0; i < action.count; i++) {
-            await request(action.key);
+            await request(action.key, action.worker);
             clock.advance(action.apartMs);
           }
           break;
@@ -193,9 +216,8 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
           clock.step(action.ms);
           break;
         case 'restart':
-          await limiter.close();
-          limiter = new MemoryRateLimiter({ clock });
-          bans = new KeyBans(store, limiter, clock, POLICY);
+          for (const { limiter } of servers) await limiter.close();
+          servers = open(limiterTable(1 << 20));
           models = ids.map(() => new ModelSubject(LIMITS));
           everyModel.push(...models);
           banModel.restart();
@@ -210,14 +232,20 @@ async function run(actions: Action[], dir: string, n: number): Promise<void> {
   }
 }
 
-test('requests, waits up to a day, wall clocks stepped a day either way and restarts keep the limiter and the bans to the model', async (t) => {
+async function property(t: TestContext, workers: number, policy: BanPolicy, runs: number): Promise<void> {
   const dir = tempDir(t);
   const seed = Number(process.env.PETSTORE_MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31));
-  const numRuns = Number(process.env.PETSTORE_MODEL_RUNS ?? 300);
-  console.log(`in-process limits model: seed ${seed}, ${numRuns} sequences (PETSTORE_MODEL_SEED=${seed} replays them)`);
+  const numRuns = Number(process.env.PETSTORE_MODEL_RUNS ?? runs);
+  console.log(`in-process limits model, ${workers} workers: seed ${seed}, ${numRuns} sequences (PETSTORE_MODEL_SEED=${seed} replays them)`);
   let n = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(actionArb, { minLength: 5, maxLength: 40 }), (actions) => run(actions, dir, n++)),
+    fc.asyncProperty(fc.array(actionArb, { minLength: 5, maxLength: 40 }), (actions) => run(actions, dir, n++, workers, policy)),
     { seed, numRuns, path: process.env.PETSTORE_MODEL_PATH },
   );
-});
+}
+
+test('requests, waits up to a day, wall clocks stepped a day either way and restarts keep the limiter and the bans to the model', (t) =>
+  property(t, 1, POLICY, 300));
+
+test("the same on three workers' limiters sharing one table, each request decided by any of them", (t) =>
+  property(t, WORKERS, { ...POLICY, cacheTtlMs: 0 }, 200));

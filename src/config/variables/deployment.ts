@@ -4,6 +4,7 @@
  * address it is reached at.
  */
 import { resolve } from 'node:path';
+import { usableCores } from '../../workers/cores.ts';
 import { ENVIRONMENTS } from '../../domain/api-key.ts';
 import { proxyList, type ProxyTrust } from '../../domain/addresses.ts';
 import { ConfigError, variable, Schema } from '../variable.ts';
@@ -108,6 +109,20 @@ export const DEPLOYMENT_VARIABLES = [
     description:
       'With Redis: the most requests of one busy key an instance admits from one Redis call (1: one call per request). ' +
       'Only keys whose every limit is at least a thousand times the block are pre-admitted; see Rate limiting in docs/decisions.md.',
+    app: false,
+  }),
+  variable({
+    env: 'WORKERS',
+    field: 'workers',
+    schema: Schema.Integer({ minimum: 1, maximum: 256 }),
+    // With Redis, the workers would each be an instance toward it, each with a fallback of its own: one until they share one.
+    default: {
+      shown: 'the cores the process may use (its CPU affinity, within a cgroup CPU quota); 1 with REDIS_URL or REDIS_CLUSTER_NODES',
+      from: (earlier) => (earlier.redisUrl === undefined && earlier.redisClusterNodes === undefined ? usableCores() : 1),
+    },
+    description:
+      'Servers the process runs, each on its own thread and all on one port, with one rate limiter and one set of ' +
+      'connection caps for the process; 1 serves from one thread. See docs/workers.md.',
     app: false,
   }),
   variable({

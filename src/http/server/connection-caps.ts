@@ -1,7 +1,9 @@
 /**
  * Connection fairness (docs/reliability.md): MAX_CONNECTIONS in all, MAX_CONNECTIONS_PER_ADDRESS per address
  * (trusted proxies exempt), and near the cap, connections going idle kept alive 2 s only. Connections already
- * idle keep their timer: Node counts a new connection that has not sent its request yet as idle too.
+ * idle keep their timer: Node counts a new connection that has not sent its request yet as idle too. The counts
+ * are the process's: kept in a shared table every worker is handed (connectionTable), so the caps hold for the
+ * process however many workers it runs.
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -9,6 +11,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { MINUTE_MS, SECOND_MS } from '../../domain/durations.ts';
 import type { Metrics } from '../../metrics.ts';
 import { addressBucket, isListedProxy, normaliseAddress, type ProxyTrust } from '../../domain/addresses.ts';
+import { NEIGHBOURHOOD, SharedTable } from '../../limits/shared-table.ts';
 
 export interface ConnectionCaps {
   /** Open connections in all (0: no cap). */
@@ -27,8 +30,54 @@ const RELIEVED = 0.5;
 /** The keep-alive timeout while crowded. */
 const CROWDED_KEEP_ALIVE_MS = 2 * SECOND_MS;
 const WARN_EVERY_MS = MINUTE_MS;
+/** The record of the process's total: a key no address bucket has. */
+const TOTAL = '\u0000total';
+/** Records when MAX_CONNECTIONS sets no bound on how many addresses can hold one. */
+const UNCAPPED_RECORDS = 65_536;
 
-export function capConnections(server: Server, caps: ConnectionCaps, log: FastifyBaseLogger, metrics: Metrics): void {
+/** The table of the process's open connections, in all and per address bucket, to hand to every worker. */
+export function connectionTable(maxConnections: number): SharedTable {
+  const records = Math.max(NEIGHBOURHOOD, (maxConnections > 0 ? maxConnections : UNCAPPED_RECORDS) + 1);
+  return new SharedTable(SharedTable.allocate(records, 1));
+}
+
+/**
+ * Adds one to the key's count unless it is at `max` (0: no cap); the count after, or -1 when refused.
+ * A table without room (no cap on the total, and more addresses connected than it holds) counts nothing.
+ */
+function take(table: SharedTable, key: string, max: number): number {
+  const record = table.acquire(key, true);
+  try {
+    if (record < 0) return 0;
+    const held = table.values[record]!;
+    if (max > 0 && held >= max) return -1;
+    return (table.values[record] = held + 1);
+  } finally {
+    table.release();
+  }
+}
+
+/** Takes one from the key's count, and its record once none is left; the count after. */
+function give(table: SharedTable, key: string): number {
+  const record = table.acquire(key, false);
+  try {
+    if (record < 0) return 0;
+    const left = table.values[record]! - 1;
+    if (left > 0) return (table.values[record] = left);
+    table.remove();
+    return 0;
+  } finally {
+    table.release();
+  }
+}
+
+export function capConnections(
+  server: Server,
+  caps: ConnectionCaps,
+  log: FastifyBaseLogger,
+  metrics: Metrics,
+  counts: SharedTable = connectionTable(caps.maxConnections),
+): void {
   const lastWarnedAt = { address: 0, total: 0 };
   const refused = (reason: 'address' | 'total', fields: Record<string, unknown>) => {
     metrics.connectionsRefused.inc({ reason });
@@ -38,41 +87,32 @@ export function capConnections(server: Server, caps: ConnectionCaps, log: Fastif
     log.warn({ reason, ...fields }, 'connections refused (counted in petstore_connections_refused_total; logged once a minute)');
   };
 
-  if (caps.maxConnections > 0) {
-    server.maxConnections = caps.maxConnections;
-    server.on('drop', (data?: { remoteAddress?: string }) =>
-      refused('total', { maxConnections: caps.maxConnections, client: data?.remoteAddress }),
-    );
-  }
-
-  const perBucket = new Map<string, number>();
   const exempt = (address: string): boolean =>
     caps.trust.kind === 'hops' || (caps.trust.kind === 'addresses' && isListedProxy(caps.trust.proxies, address));
-  let open = 0;
   let crowded = false;
 
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress === undefined ? undefined : normaliseAddress(socket.remoteAddress);
+    let bucket: string | undefined;
     if (caps.maxPerAddress > 0 && address !== undefined && !exempt(address)) {
-      const bucket = addressBucket(address);
-      const held = perBucket.get(bucket) ?? 0;
-      if (held >= caps.maxPerAddress) {
+      bucket = addressBucket(address);
+      if (take(counts, bucket, caps.maxPerAddress) < 0) {
         socket.destroy();
         refused('address', { client: address, maxConnectionsPerAddress: caps.maxPerAddress });
         return;
       }
-      perBucket.set(bucket, held + 1);
-      socket.once('close', () => {
-        const left = perBucket.get(bucket)! - 1;
-        if (left === 0) perBucket.delete(bucket);
-        else perBucket.set(bucket, left);
-      });
+      socket.once('close', () => give(counts, bucket!));
     }
     if (caps.maxConnections === 0) return;
-    open++;
+    const open = take(counts, TOTAL, caps.maxConnections);
+    if (open < 0) {
+      socket.destroy(); // its close gives its address's count back
+      refused('total', { maxConnections: caps.maxConnections, client: address });
+      return;
+    }
     socket.once('close', () => {
-      open--;
-      if (crowded && open < caps.maxConnections * RELIEVED) {
+      const left = give(counts, TOTAL);
+      if (crowded && left < caps.maxConnections * RELIEVED) {
         crowded = false;
         server.keepAliveTimeout = caps.keepAliveTimeoutMs;
       }

@@ -3,7 +3,7 @@
  * on 127.0.0.1 unless METRICS_HOST says otherwise, and nothing else.
  */
 import type { Server, ServerResponse } from 'node:http';
-import type { Metrics } from '../../metrics.ts';
+import type { Exposition } from '../../workers/process-metrics.ts';
 import { ApiError, errorBody } from '../contract/api-error.ts';
 import { nodeHttp } from './node-http.ts';
 
@@ -16,7 +16,8 @@ function answerError(response: ServerResponse, error: ApiError): void {
   answer(response, error.status, 'application/json; charset=utf-8', JSON.stringify(errorBody(error)));
 }
 
-export async function startMetricsListener(metrics: Metrics, port: number, host: string): Promise<Server> {
+/** `metrics`: one server's registry, or the whole process's when it runs several workers. */
+export async function startMetricsListener(metrics: Exposition, port: number, host: string): Promise<Server> {
   const server = nodeHttp.createServer((request, response) => {
     const path = request.url?.split('?')[0];
     if (path !== '/metrics') return answerError(response, new ApiError('not_found', 'Only GET /metrics is served on the metrics listener'));
@@ -28,8 +29,8 @@ export async function startMetricsListener(metrics: Metrics, port: number, host:
         }),
       );
     }
-    metrics.registry.metrics().then(
-      (text) => answer(response, 200, metrics.registry.contentType, text),
+    metrics.text().then(
+      (text) => answer(response, 200, metrics.contentType, text),
       () => answerError(response, new ApiError('internal_error', 'The metrics could not be collected')),
     );
   });

@@ -5,6 +5,7 @@
  * use, and the log says why (docs/operations.md, "TLS").
  */
 import type { FastifyBaseLogger } from 'fastify';
+import { processSignals, type SignalSource } from '../../workers/signals.ts';
 import { X509Certificate } from 'node:crypto';
 import type { Server } from 'node:https';
 import { createSecureContext } from 'node:tls';
@@ -42,7 +43,8 @@ export function reloadTlsOnSignal(
   config: Pick<Config, 'tls'>,
   log: FastifyBaseLogger,
   { certificate, inUse }: { certificate: Buffer; inUse: (validTo: Date) => void },
+  signals: SignalSource = processSignals,
 ): void {
   inUse(certificateEnd(certificate));
-  process.on('SIGHUP', () => reloadTls(server, config, log, inUse));
+  signals.on('SIGHUP', () => reloadTls(server, config, log, inUse));
 }

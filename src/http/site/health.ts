@@ -10,12 +10,15 @@ import type { Metrics } from '../../metrics.ts';
 import type { Store } from '../../storage/store.ts';
 import { ApiError } from '../contract/api-error.ts';
 import { readiness } from './readiness.ts';
+import { registryExposition, type Exposition } from '../../workers/process-metrics.ts';
 
 export interface HealthDeps {
   store: Store;
   metrics: Metrics;
   /** When set, /metrics is served here and needs `Authorization: Bearer <token>`. */
   metricsToken: string | undefined;
+  /** What /metrics serves: the process's, when it runs several workers; this server's registry by default. */
+  exposition?: Exposition;
 }
 
 /** Compares in constant time, so the token cannot be guessed a character at a time. */
@@ -30,7 +33,10 @@ function bearsToken(authorization: string | undefined, token: string): boolean {
 /** /readyz and the petstore_ready gauge read whether the server is draining. */
 export const health = fp(probes, { name: 'health', encapsulate: true, dependencies: ['draining'] });
 
-async function probes(app: FastifyInstance, { store, metrics, metricsToken }: HealthDeps): Promise<void> {
+async function probes(
+  app: FastifyInstance,
+  { store, metrics, metricsToken, exposition = registryExposition(metrics.registry) }: HealthDeps,
+): Promise<void> {
   const probe = { schema: { hide: true } };
   // Liveness: the process answers. It never touches storage, so an outage does not get us restarted.
   app.get('/healthz', probe, async () => ({ status: 'ok' }));
@@ -55,6 +61,6 @@ async function probes(app: FastifyInstance, { store, metrics, metricsToken }: He
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });
     }
-    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    return reply.type(exposition.contentType).send(await exposition.text());
   });
 }

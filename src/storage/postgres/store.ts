@@ -3,6 +3,7 @@
  * unreachable database is a quick 503. Nothing relies on a session, for transaction poolers (docs/scale-out.md);
  * a pooler that refuses statement_timeout as a startup parameter gets the pool opened again without it.
  */
+import { POSTGRES_POOL_SIZE } from './pool-size.ts';
 import pg from 'pg';
 import { DEFAULT_MIGRATIONS, type MigrationOptions } from '../migration-mode.ts';
 import { DEFAULT_MIGRATION_WAIT_MS, type MigrationWait } from '../migration-wait.ts';
@@ -43,7 +44,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   const openPool = (serverTimeout: boolean): pg.Pool => {
     const pool = new pg.Pool({
       connectionString: options.url,
-      max: options.poolSize ?? 10,
+      max: options.poolSize ?? POSTGRES_POOL_SIZE,
       connectionTimeoutMillis: timeoutMs,
       query_timeout: timeoutMs,
       ...(serverTimeout ? { statement_timeout: timeoutMs } : {}),

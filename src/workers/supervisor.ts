@@ -1,0 +1,148 @@
+/**
+ * The process's main thread when WORKERS is above 1 (docs/workers.md): it applies migrations once, makes the
+ * state the workers share (the limiter's table, the connection counts), starts WORKERS worker threads that each
+ * serve on the one port, passes SIGTERM, SIGINT and SIGHUP on to them, and starts again, with a growing pause,
+ * a worker that ends unasked. It serves no request itself.
+ */
+import type { AddressInfo } from 'node:net';
+import { extname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { Config } from '../config.ts';
+import { connectionTable } from '../http/server/connection-caps.ts';
+import { startMetricsListener } from '../http/server/metrics-listener.ts';
+import { limiterTable } from '../limits/subject-records.ts';
+import { createLogger } from '../logger.ts';
+import { nextStep, startFacts, startMessage } from '../start-line.ts';
+import { openStore } from '../storage/open.ts';
+import { packageVersion } from '../version.ts';
+import { ProcessMetrics } from './process-metrics.ts';
+import type { ServerSignal, SignalMessage } from './signals.ts';
+
+/** What a worker is started with (structured-cloned; the tables' buffers are shared, not copied). */
+export interface WorkerData {
+  index: number;
+  config: Readonly<Config>;
+  limiterBuffer: SharedArrayBuffer;
+  connectionBuffer: SharedArrayBuffer;
+}
+
+/** A worker's word that it listens, with the address it listens on. */
+export interface ListeningMessage {
+  type: 'listening';
+  address: AddressInfo;
+}
+
+/** The first pause before a worker that ended is started again; it doubles up to MAX_RESTART_PAUSE_MS while the worker keeps ending. */
+export const FIRST_RESTART_PAUSE_MS = 100;
+export const MAX_RESTART_PAUSE_MS = 30_000;
+/** A worker that served this long before it ended is started again after the first pause, its back-off forgotten. */
+const STEADY_MS = 60_000;
+
+/** The worker's module, as this one is run: TypeScript from src/ (tests), JavaScript from dist/. */
+const WORKER_MODULE = new URL(`./worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+
+export async function superviseWorkers(config: Readonly<Config>, warnings: readonly string[] = []): Promise<void> {
+  const log = createLogger(config.logLevel).child({ worker: 0 });
+  for (const warning of warnings) log.warn(warning);
+  // Migrations once, here, before any worker opens the database: the workers then find it current.
+  const store = await openStore(config.database, {
+    synchronous: config.sqliteSynchronous,
+    lockWaitMs: config.sqliteLockWaitMs,
+    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => log.warn(message) },
+    migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
+    log: { info: (message) => log.info(message), warn: (message) => log.warn(message) },
+    poolSize: 1,
+  });
+
+  const table = limiterTable(config.rateLimitMemoryBytes);
+  const connections = connectionTable(config.maxConnections);
+  const workers = new Map<number, Worker>();
+  let stopping = false;
+  const metrics = new ProcessMetrics(() => workers.values(), config.workers);
+  const serving = () => metrics.workersServing.set(workers.size);
+
+  /** Starts worker `index`; resolves with its address once it listens, rejects with its error if it ends before. */
+  const start = (index: number, pauseMs: number): Promise<AddressInfo> =>
+    new Promise((listening, failed) => {
+      const data: WorkerData = { index, config, limiterBuffer: table.buffer, connectionBuffer: connections.buffer };
+      const worker = new Worker(WORKER_MODULE, { workerData: data });
+      const startedAt = performance.now();
+      // threadId reads -1 once the worker has ended: kept while it runs, for taking back its stripes.
+      const threadId = worker.threadId;
+      let served = false;
+      let failure: Error | undefined;
+      workers.set(index, worker);
+      metrics.serve(worker);
+      worker.on('message', (message: Partial<ListeningMessage>) => {
+        if (message.type !== 'listening' || !message.address) return;
+        served = true;
+        serving();
+        listening(message.address);
+      });
+      worker.once('error', (err) => {
+        failure = err instanceof Error ? err : new Error(String(err));
+        if (served) log.error({ err, worker: index }, `worker ${index} failed`);
+      });
+      worker.once('exit', (code) => {
+        workers.delete(index);
+        serving();
+        // Stripes it held when it ended are taken back, so the others are never kept waiting.
+        table.releaseHeldBy(threadId);
+        connections.releaseHeldBy(threadId);
+        if (!served) failed(failure ?? new Error(`worker ${index} ended before it served (exit code ${code})`));
+        if (stopping || !started) return;
+        const steady = performance.now() - startedAt >= STEADY_MS;
+        const pause = served && steady ? FIRST_RESTART_PAUSE_MS : Math.min(MAX_RESTART_PAUSE_MS, pauseMs * 2);
+        log.error({ worker: index, code, restartInMs: pause }, `worker ${index} ended unasked: starting it again in ${pause} ms`);
+        metrics.workerRestarts.inc();
+        void sleep(pause).then(() => (stopping ? undefined : start(index, pause).catch(() => undefined)));
+      });
+    });
+
+  // A start that fails (the port taken, the database refused) ends the process with the first worker's reason.
+  let started = false;
+  let addresses: AddressInfo[];
+  try {
+    addresses = await Promise.all(Array.from({ length: config.workers }, (_, i) => start(i + 1, FIRST_RESTART_PAUSE_MS)));
+  } catch (err) {
+    stopping = true;
+    await Promise.all([...workers.values()].map((worker) => worker.terminate()));
+    await store.close();
+    throw err;
+  }
+  started = true;
+  const metricsListener =
+    config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
+  const version = packageVersion();
+  const facts = startFacts(config, addresses[0]!);
+  log.info({ version, ...facts }, startMessage(version, facts));
+  if (metricsListener) log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
+  // Advice only: a store that cannot answer now leaves the line that holds either way.
+  const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
+  log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
+  await store.close();
+
+  const pass = (signal: ServerSignal) => {
+    for (const worker of workers.values()) worker.postMessage({ type: 'signal', signal } satisfies SignalMessage);
+  };
+  const stop = (signal: ServerSignal) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down every worker');
+    pass(signal);
+    const ended = [...workers.values()].map((worker) => new Promise<number>((resolve) => worker.once('exit', resolve)));
+    void Promise.all(ended).then((codes) => {
+      metricsListener?.close();
+      // A worker that reached the hard exit (its storage or limiter hung on close) makes the process's exit 1, as one server's would.
+      const code = codes.some((c) => c !== 0) ? 1 : 0;
+      log.info({ code }, 'every worker shut down');
+      // Workers' lines reach standard output through this thread: written out before the process ends.
+      process.stdout.write('', () => process.exit(code));
+    });
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  process.on('SIGHUP', () => pass('SIGHUP'));
+}
