@@ -15,11 +15,15 @@ COPY client ./client
 RUN npm ci --no-audit --no-fund
 
 FROM node:26-slim
+# Two server threads on SQLite, sharing one limiter (docs/workers.md): about 185 MB resident at peak under load,
+# 50 MB more for each further worker. Set WORKERS to the container's CPUs (`docker run --cpus`) and its memory
+# limit to match; with REDIS_URL, set WORKERS=1.
 ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=1 \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATABASE_URL=sqlite:/data/petstore.db \
+    WORKERS=2 \
     LOG_LEVEL=info
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -49,6 +49,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** What the token route serves at /metrics: the whole process's, when it runs several workers; this app's registry by default. */
   exposition?: Exposition;
+  /** Keys the key and ban caches hold at once: a worker's share of the process's CACHE_ENTRIES; all of them when omitted. */
+  cacheEntries?: number;
   /** The process's open connections, shared by its workers (connection-caps.ts); this server's own when omitted. */
   connectionCounts?: SharedTable;
   /** Certificate and key for the built-in HTTPS listener; plain HTTP without them. */
@@ -142,6 +144,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
     authenticator: new KeyAuthenticator(deps.store, {
       environment: config.environment,
       cacheTtlMs: config.keyCacheTtlMs,
+      cacheEntries: deps.cacheEntries,
       clock,
       tags: new KeyTags(secret),
       // Keys issued before tags are a closed set: read once, a new instance knows every one of them.
@@ -154,6 +157,7 @@ export async function buildApp(config: AppConfig, deps: AppDeps): Promise<Fastif
       graceMs: config.banGraceMs,
       durationMs: config.banDurationSeconds * 1000,
       cacheTtlMs: config.keyCacheTtlMs,
+      cacheEntries: deps.cacheEntries,
     }),
     anonymousPerMinute: config.anonymousPerMinute,
     docsPerMinute: config.docsPerMinute,

@@ -5,6 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { CACHE_ENTRIES } from './domain/ttl-cache.ts';
 import { buildApp } from './app.ts';
 import { redisUrls, type Config } from './config.ts';
 import { readNamedFile, readTls } from './config/named-files.ts';
@@ -24,7 +25,7 @@ import type { Store } from './storage/store.ts';
 import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
 import { processSignals, type SignalSource } from './workers/signals.ts';
-import { answerMetricsRequests, registryExposition, supervisorExposition } from './workers/process-metrics.ts';
+import { answerMetricsRequests, registryExposition, supervisorExposition, workerMetrics } from './workers/process-metrics.ts';
 import type { MessagePort } from 'node:worker_threads';
 
 /** A server that is one of the process's workers (src/workers/supervisor.ts). */
@@ -95,6 +96,7 @@ export async function startServer(
   const limiter = await openLimiter(redisTarget(config), { log: logger, metrics, table });
   const tls = readTls(config);
   if (role) answerMetricsRequests(role.port, metrics.registry);
+  else workerMetrics(metrics.registry, 1).serving.set(1);
   const app = await buildApp(config, {
     store,
     limiter,
@@ -102,6 +104,7 @@ export async function startServer(
     metrics,
     tls,
     connectionCounts: role?.connectionTable,
+    cacheEntries: role && Math.ceil(CACHE_ENTRIES / config.workers),
     exposition: role && supervisorExposition(role.port),
   });
   if (config.database.engine === 'sqlite' && config.database.path !== ':memory:')

@@ -4,6 +4,9 @@
  * Every `nowMs` is a reading of the elapsed clock (Clock.elapsed), so a wall clock stepped back cannot keep an
  * entry past its lifetime, nor one stepped forward drop it early.
  */
+/** Entries a cache holds by default: the process's, which its workers divide (docs/workers.md). */
+export const CACHE_ENTRIES = 10_000;
+
 export class TtlCache<K, V> {
   readonly #entries = new Map<K, { value: V; expiresAtMs: number }>();
   readonly #ttlMs: number;
@@ -11,7 +14,7 @@ export class TtlCache<K, V> {
 
   constructor(options: { ttlMs: number; maxEntries?: number }) {
     this.#ttlMs = options.ttlMs;
-    this.#maxEntries = options.maxEntries ?? 10_000;
+    this.#maxEntries = options.maxEntries ?? CACHE_ENTRIES;
   }
 
   /** The value, while it has not expired at nowMs. */

@@ -20,6 +20,8 @@ export interface BanPolicy {
   durationMs: number;
   /** How long a ban lookup is reused from memory. */
   cacheTtlMs: number;
+  /** Keys whose bans are kept in memory at once (CACHE_ENTRIES unless said: a worker's share). */
+  cacheEntries?: number;
 }
 
 /** A ban as this instance knows it: its end as stored (Unix time, 0: none) and when it ends in real time. */
@@ -61,7 +63,7 @@ export class KeyBans {
     this.#limiter = limiter;
     this.#clock = clock;
     this.#policy = policy;
-    this.#cache = new TtlCache({ ttlMs: policy.cacheTtlMs });
+    this.#cache = new TtlCache({ ttlMs: policy.cacheTtlMs, maxEntries: policy.cacheEntries });
   }
 
   /** The end of the key's ban by the limiter's clock at nowMs, or undefined when it is not banned. */

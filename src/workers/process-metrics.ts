@@ -83,6 +83,22 @@ export function supervisorExposition(port: MessagePort): Exposition {
   };
 }
 
+/**
+ * How many workers the process runs and serve, and how many were started again: in the supervisor's registry, or
+ * in one server's (WORKERS=1: one serving, none started again), so the rules and the dashboard read them alike.
+ */
+export function workerMetrics(registry: Registry, configured: number): { serving: Gauge; restarts: Counter } {
+  const serving = new Gauge({ name: 'petstore_workers_serving', help: 'Workers of this process serving now.', registers: [registry] });
+  new Gauge({ name: 'petstore_workers_configured', help: 'Workers this process runs (WORKERS).', registers: [registry] }).set(configured);
+  const restarts = new Counter({
+    name: 'petstore_worker_restarts_total',
+    help: 'Workers started again after one ended unasked (an uncaught error, its heap limit).',
+    registers: [registry],
+  });
+  restarts.inc(0);
+  return { serving, restarts };
+}
+
 /** The supervisor's side: its own registry, and the process's exposition made of every worker's. */
 export class ProcessMetrics implements Exposition {
   readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
@@ -94,20 +110,7 @@ export class ProcessMetrics implements Exposition {
   constructor(workers: () => Iterable<Worker>, configured: number) {
     this.#workers = workers;
     collectDefaultMetrics({ register: this.registry });
-    this.workersServing = new Gauge({
-      name: 'petstore_workers_serving',
-      help: 'Workers of this process serving now.',
-      registers: [this.registry],
-    });
-    new Gauge({ name: 'petstore_workers_configured', help: 'Workers this process runs (WORKERS).', registers: [this.registry] }).set(
-      configured,
-    );
-    this.workerRestarts = new Counter({
-      name: 'petstore_worker_restarts_total',
-      help: 'Workers started again after one ended unasked (an uncaught error, its heap limit, terminated).',
-      registers: [this.registry],
-    });
-    this.workerRestarts.inc(0);
+    ({ serving: this.workersServing, restarts: this.workerRestarts } = workerMetrics(this.registry, configured));
   }
 
   /** Answers a worker's request for the process's exposition (the token route). */

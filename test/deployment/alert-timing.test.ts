@@ -166,6 +166,19 @@ const CASES: Case[] = [
     targets: [instance(1, [3 * M, 14 * M], 25, () => ({})), instance(2, [4 * M, 15 * M], 25, () => ({}))],
   },
   {
+    name: 'a worker that ends every 3 minutes from minute 2, its process serving throughout',
+    alert: 'PetstoreWorkersRestarting',
+    minutes: 16,
+    targets: [instance(1, [], 0, (t) => ({ petstore_worker_restarts_total: t < 2 * M ? 0 : Math.floor((t - 2 * M) / (3 * M)) + 1 }))],
+    fires: { by: 12, labels: petstore(1) },
+  },
+  {
+    name: 'a worker that ended twice, then a rolling restart that starts the counter again',
+    alert: 'PetstoreWorkersRestarting',
+    minutes: 20,
+    targets: [instance(1, [6 * M], 25, (t, s) => ({ petstore_worker_restarts_total: s === 0 ? (t < 2 * M ? 0 : t < 4 * M ? 1 : 2) : 0 }))],
+  },
+  {
     name: 'every target gone from minute 3',
     alert: 'PetstoreTargetsMissing',
     minutes: 12,

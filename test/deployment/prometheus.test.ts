@@ -66,6 +66,7 @@ const ALERTS = [
   'PetstoreTargetsMissing',
   'PetstoreCrashLooping',
   'PetstoreContainerRestarting',
+  'PetstoreWorkersRestarting',
   'PetstoreMemoryNearLimit',
   'PetstoreEventLoopLagging',
   'PetstoreDiskFillingUp',

@@ -3,7 +3,8 @@
  * cores), on SQLite and on PostgreSQL: a key's minute and day are admitted exactly to their limit under many
  * concurrent connections, an address's anonymous limit likewise, the ban at the threshold is placed once, and one
  * Idempotency-Key makes one pet whichever workers its retries reach. Then: key changes (plan, unban, revoke) reach
- * every worker within KEY_CACHE_TTL_MS; the connection caps are the process's; SIGHUP and SIGTERM reach every
+ * every worker within KEY_CACHE_TTL_MS; the connection caps are the process's; a backup is taken and a restore
+ * refused while it serves; SIGHUP and SIGTERM reach every
  * worker; a worker ended under load is replaced, with nothing acknowledged lost and no pet made twice; a platform
  * without SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
  */
@@ -160,7 +161,7 @@ describe('workers', () => {
     assert.deepEqual(tally(await many()), { 401: 60 }, 'every worker refuses the revoked key');
   });
 
-  test("the connection caps are the process's; SIGHUP and SIGTERM reach every worker", async (t) => {
+  test("the connection caps are the process's; a backup taken and a restore refused while it serves; SIGHUP and SIGTERM reach every worker", async (t) => {
     const dir = tempDir(t);
     const env = {
       DATABASE_URL: `sqlite:${dir}/petstore.db`,
@@ -194,6 +195,13 @@ describe('workers', () => {
     );
     assert.equal(valueOf(await scrape(env), 'petstore_connections_refused_total{reason="address"}'), 7);
     for (const socket of sockets) socket.destroy();
+
+    // The file while every worker has it open: a backup is taken, a restore refused.
+    const backup = await runCli(['backup', `${dir}/copy.db`], env);
+    assert.equal(backup.code, 0, explain(['backup'], backup));
+    const restore = await runCli(['restore', `${dir}/copy.db`], env);
+    assert.notEqual(restore.code, 0, explain(['restore'], restore));
+    console.log(`# restore while serving: ${restore.stderr.trim()}`);
 
     server.child.kill('SIGHUP');
     await eventually(async () => server.output().split('SIGHUP: nothing to reload').length - 1 === 4, 10_000, 50);

@@ -28,6 +28,8 @@ export interface KeyAuthenticatorOptions {
   environment: Environment;
   /** How long a found key, or a key found not to exist, is remembered (KEY_CACHE_TTL_MS). */
   cacheTtlMs: number;
+  /** Keys each of its caches holds at once (CACHE_ENTRIES unless said: a worker's share). */
+  cacheEntries?: number;
   /**
    * Keys' expiries are instants of its wall clock, never followed back (BoundedWallClock.latest); the
    * caches' lifetimes are measured on its elapsed clock.
@@ -55,7 +57,7 @@ export class KeyAuthenticator {
    * started are not in #untagged). Not to authenticate (revocations are seen through #cache), only to tell
    * a key that exists from a made-up one before a lookup; a tagged key's tag tells that by itself.
    */
-  readonly #found = new TtlCache<string, true>({ ttlMs: HOUR_MS });
+  readonly #found: TtlCache<string, true>;
   /** The lookup on its way for each key, which every request presenting that key waits for. */
   readonly #inFlight = new Map<string, Promise<ApiKey | undefined>>();
   readonly #clock: Clock;
@@ -70,8 +72,9 @@ export class KeyAuthenticator {
     this.#environment = options.environment;
     this.#tags = options.tags;
     this.#untagged = options.untagged;
-    this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs });
-    this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs });
+    this.#cache = new TtlCache({ ttlMs: options.cacheTtlMs, maxEntries: options.cacheEntries });
+    this.#unknown = new TtlCache({ ttlMs: options.cacheTtlMs, maxEntries: options.cacheEntries });
+    this.#found = new TtlCache({ ttlMs: HOUR_MS, maxEntries: options.cacheEntries });
     this.#clock = options.clock;
     this.#wall = new BoundedWallClock(options.clock);
     this.#onLookup = options.onLookup ?? (() => undefined);
