@@ -4,6 +4,7 @@
  * serve on the one port, passes SIGTERM, SIGINT and SIGHUP on to them, and starts again, with a growing pause,
  * a worker that ends unasked. It serves no request itself.
  */
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,7 +62,35 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   const workers = new Map<number, Worker>();
   let stopping = false;
   const metrics = new ProcessMetrics(() => workers.values(), config.workers);
-  const serving = () => metrics.workersServing.set(workers.size);
+  // A worker hears a signal once it serves: one still starting is told when it says it listens.
+  const servingWorkers = new Set<Worker>();
+  const serving = () => metrics.workersServing.set(servingWorkers.size);
+  const pending: ServerSignal[] = [];
+  const tell = (worker: Worker, signal: ServerSignal) => worker.postMessage({ type: 'signal', signal } satisfies SignalMessage);
+  const pass = (signal: ServerSignal) => {
+    if (signal !== 'SIGHUP') pending.push(signal);
+    for (const worker of servingWorkers) tell(worker, signal);
+  };
+  let metricsListener: Server | undefined;
+  const stop = (signal: ServerSignal) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down every worker');
+    pass(signal);
+    const ended = [...workers.values()].map((worker) => new Promise<number>((resolve) => worker.once('exit', resolve)));
+    void Promise.all(ended).then((codes) => {
+      metricsListener?.close();
+      // A worker that reached the hard exit (its storage or limiter hung on close) makes the process's exit 1, as one server's would.
+      const code = codes.some((c) => c !== 0) ? 1 : 0;
+      log.info({ code }, 'every worker shut down');
+      // Workers' lines reach standard output through this thread: written out before the process ends.
+      process.stdout.write('', () => process.exit(code));
+    });
+  };
+  // Heard from the start: a signal before every worker serves must not end the process unshut.
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  process.on('SIGHUP', () => pass('SIGHUP'));
 
   /** Starts worker `index`; resolves with its address once it listens, rejects with its error if it ends before. */
   const start = (index: number, pauseMs: number): Promise<AddressInfo> =>
@@ -78,6 +107,8 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
       worker.on('message', (message: Partial<ListeningMessage>) => {
         if (message.type !== 'listening' || !message.address) return;
         served = true;
+        servingWorkers.add(worker);
+        for (const signal of pending) tell(worker, signal);
         serving();
         listening(message.address);
       });
@@ -87,6 +118,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
       });
       worker.once('exit', (code) => {
         workers.delete(index);
+        servingWorkers.delete(worker);
         serving();
         // Stripes it held when it ended are taken back, so the others are never kept waiting.
         table.releaseHeldBy(threadId);
@@ -113,7 +145,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     throw err;
   }
   started = true;
-  const metricsListener =
+  metricsListener =
     config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   const version = packageVersion();
   const facts = startFacts(config, addresses[0]!);
@@ -124,25 +156,4 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
   await store.close();
 
-  const pass = (signal: ServerSignal) => {
-    for (const worker of workers.values()) worker.postMessage({ type: 'signal', signal } satisfies SignalMessage);
-  };
-  const stop = (signal: ServerSignal) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down every worker');
-    pass(signal);
-    const ended = [...workers.values()].map((worker) => new Promise<number>((resolve) => worker.once('exit', resolve)));
-    void Promise.all(ended).then((codes) => {
-      metricsListener?.close();
-      // A worker that reached the hard exit (its storage or limiter hung on close) makes the process's exit 1, as one server's would.
-      const code = codes.some((c) => c !== 0) ? 1 : 0;
-      log.info({ code }, 'every worker shut down');
-      // Workers' lines reach standard output through this thread: written out before the process ends.
-      process.stdout.write('', () => process.exit(code));
-    });
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  process.on('SIGHUP', () => pass('SIGHUP'));
 }

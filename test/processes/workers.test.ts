@@ -222,6 +222,28 @@ describe('workers', () => {
     assert.equal(lines.at(-1)!.msg, 'every worker shut down');
   });
 
+  test('SIGTERM as soon as the first worker answers, the others still starting: every worker shuts down, exit 0', async (t) => {
+    const dir = tempDir(t);
+    const server = await startServerProcess(
+      { DATABASE_URL: `sqlite:${dir}/petstore.db`, WORKERS: '8' },
+      { owner: t, startWithinMs: 60_000 },
+    );
+    server.child.kill('SIGTERM');
+    assert.equal(await server.exited, 0, server.output());
+    const lines = server
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string; worker: number });
+    assert.deepEqual(
+      lines
+        .filter((l) => l.msg === 'shut down')
+        .map((l) => l.worker)
+        .sort((a, b) => a - b),
+      [1, 2, 3, 4, 5, 6, 7, 8],
+    );
+  });
+
   test('a worker ended under load is started again, and every create acknowledged is stored once', async (t) => {
     const dir = tempDir(t);
     const env = { DATABASE_URL: `sqlite:${dir}/petstore.db`, METRICS_PORT: String(await freePort()), ...INSPECT_ENV };
