@@ -71,7 +71,8 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     if (signal !== 'SIGHUP') pending.push(signal);
     for (const worker of servingWorkers) tell(worker, signal);
   };
-  let metricsListener: Server | undefined;
+  // The metrics listener, once it is started (after every worker serves).
+  const listener: { metrics?: Server } = {};
   const stop = (signal: ServerSignal) => {
     if (stopping) return;
     stopping = true;
@@ -79,7 +80,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     pass(signal);
     const ended = [...workers.values()].map((worker) => new Promise<number>((resolve) => worker.once('exit', resolve)));
     void Promise.all(ended).then((codes) => {
-      metricsListener?.close();
+      listener.metrics?.close();
       // A worker that reached the hard exit (its storage or limiter hung on close) makes the process's exit 1, as one server's would.
       const code = codes.some((c) => c !== 0) ? 1 : 0;
       log.info({ code }, 'every worker shut down');
@@ -145,15 +146,14 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     throw err;
   }
   started = true;
-  metricsListener =
+  listener.metrics =
     config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   const version = packageVersion();
   const facts = startFacts(config, addresses[0]!);
   log.info({ version, ...facts }, startMessage(version, facts));
-  if (metricsListener) log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
+  if (listener.metrics) log.info({ address: `http://${config.metricsHost}:${config.metricsPort}/metrics` }, 'metrics listener started');
   // Advice only: a store that cannot answer now leaves the line that holds either way.
   const hasKey = await store.hasUsableKey(config.environment, Date.now()).catch(() => true);
   log.info({ environment: facts.environment, docs: facts.docs }, nextStep(facts, hasKey));
   await store.close();
-
 }
