@@ -19,6 +19,7 @@ interface Row {
   label: string;
   service: boolean;
   server: string;
+  workers: number;
   rps: number;
   rpsRatio: number;
   cpuUs: { min: number; median: number; max: number };
@@ -46,6 +47,7 @@ export function rowOf(s: Ready, samples: Sample[], ceiling: Sample[], rssMiB: nu
   return {
     label: s.label,
     service: s.host.service,
+    workers: s.host.workers,
     server: s.host.name,
     rps: median(samples.map((x) => x.rps)),
     rpsRatio: median(samples.map((x, i) => x.rps / ceiling[i]!.rps)),
@@ -140,7 +142,8 @@ export function budget(all: Row[], variant: Variant = A): BudgetLine[] {
   ratio('PostgreSQL + Redis list (cached 1k first page), CPU ratio ≥ 0.35', L.pgList, 0.35);
   ratio('realistic mix on SQLite, CPU ratio ≥ 0.30', L.sqliteMix, 0.3);
   ratio('realistic mix on PostgreSQL + Redis, CPU ratio ≥ 0.20', L.pgMix, 0.2);
-  const services = rows.filter((r) => r.service);
+  // One worker's memory: a process of several is in the workers' table (docs/workers.md, "Memory").
+  const services = rows.filter((r) => r.service && r.workers === 1);
   if (services.length) {
     const peak = services.reduce((a, r) => (r.rssMiB > a.rssMiB ? r : a));
     lines.push({

@@ -17,6 +17,8 @@ export interface Server {
   /** The service (not the ceiling, the floor or json-server): its memory is in the budget. */
   service: boolean;
   dataset?: Dataset;
+  /** Server threads (WORKERS): the memory lines of the budget are one worker's. */
+  workers: number;
   /** Resident memory as soon as it answered, before any load. */
   idleRssMiB?: number;
 }
@@ -27,7 +29,7 @@ async function startPinned(
   args: string[],
   env: Record<string, string>,
   readyUrl: string,
-  extra: Pick<Server, 'service' | 'dataset'>,
+  extra: Pick<Server, 'service' | 'dataset' | 'workers'>,
   cores = '0',
 ): Promise<Server> {
   const child = spawn('taskset', ['-c', cores, command, ...args], {
@@ -62,7 +64,7 @@ export async function stopServer(s: Server): Promise<void> {
 
 export function startReference(name: string, args: (port: number) => string[], path: string): Promise<Server> {
   const port = takePort();
-  return startPinned(name, process.execPath, args(port), {}, `http://127.0.0.1:${port}${path}`, { service: false });
+  return startPinned(name, process.execPath, args(port), {}, `http://127.0.0.1:${port}${path}`, { service: false, workers: 1 });
 }
 
 export async function startService(
@@ -102,7 +104,7 @@ export async function startService(
     [...flags, command, 'serve'],
     { ...env, ...variantEnv },
     ready,
-    { service: true, dataset },
+    { service: true, dataset, workers },
     cores,
   );
 }

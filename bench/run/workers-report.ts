@@ -10,6 +10,7 @@ import type { Sample } from './measure.ts';
 interface Measured {
   label: string;
   samples: Sample[];
+  rssMiB: number;
 }
 
 const PAIRS = [
@@ -22,8 +23,9 @@ const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
+const show = (x: number, digits: number) => x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const spread = (xs: number[], digits: number) =>
-  `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
+  `${show(median(xs), digits)} (${show(Math.min(...xs), digits)}–${show(Math.max(...xs), digits)})`;
 
 export function workersTable(rows: Measured[]): string[] {
   const lines: string[] = [];
@@ -52,7 +54,7 @@ export function workersTable(rows: Measured[]): string[] {
       )} | ${spread(
         rounds.map((r) => r.b.busy),
         2,
-      )} |`,
+      )} | ${a.rssMiB.toFixed(0)} / ${b.rssMiB.toFixed(0)} |`,
     );
   }
   if (lines.length === 0) return [];
@@ -63,8 +65,8 @@ export function workersTable(rows: Measured[]): string[] {
     'Medians over rounds with their spread; ratios paired round by round. One worker runs on core 0; two on cores 0 and 1, ' +
       "the second sharing core 1 with wrk. Server CPU share: the server's CPU time over the run's wall time, in cores.",
     '',
-    '| Request | req/s, 1 worker | req/s, 2 workers | 2 over 1 | CPU µs/req, 1 worker | CPU µs/req, 2 workers | Server CPU share, 2 workers |',
-    '|---|---|---|---|---|---|---|',
+    '| Request | req/s, 1 worker | req/s, 2 workers | 2 over 1 | CPU µs/req, 1 worker | CPU µs/req, 2 workers | Server CPU share, 2 workers | peak RSS MiB, 1 / 2 workers |',
+    '|---|---|---|---|---|---|---|---|',
     ...lines,
   ];
 }
