@@ -10,7 +10,8 @@
  * request over its own, from the same round (1.0 is the ceiling; higher is better); the tables give
  * the median and the spread over rounds.
  *
- * Each server is pinned to core 0 and wrk (one thread) to core 1. Idle cores poll rather than halt
+ * Each server is pinned to core 0 (one of two workers to cores 0 and 1) and wrk (one thread) to core 1.
+ * Idle cores poll rather than halt
  * while the benchmark runs, so that waking wrk costs a server alike on every machine (idle-polling.ts;
  * it needs root). Every scenario runs once per round after a warm-up (longer for the mixes); rounds
  * alternate the order. Each service process serves only its own scenarios, so its peak RSS is that
@@ -37,7 +38,7 @@
  * bare `petstore serve`). BENCH_GUARD and BENCH_A_SLOWDOWN: bench/guard.ts.
  *
  * A scenario with request headers, e.g. a conditional request answered 304 (wrk counts 3xx answers
- * as successes), is one entry in `scenarios()` below:
+ * as successes), is one entry in `scenarios()` (run/scenarios.ts):
  *   { label: 'SQLite 1k: GET /v1/pets?limit=20, If-None-Match', server: 'sqlite-1k', path: LIST, expect: 304,
  *     headers: (first) => ({ 'If-None-Match': first.headers.get('etag')! }) }
  * or `headers: { 'Accept-Encoding': 'br' }`. Before the warm-up each scenario's request is sent once
