@@ -43,6 +43,8 @@ interface ReceivedSpan {
   kind: number;
   scope: string;
   service: unknown;
+  /** The resource's petstore.worker: which worker of the process sent it (docs/workers.md). */
+  worker: unknown;
   attributes: Record<string, unknown>;
 }
 
@@ -79,7 +81,8 @@ async function startReceiver(): Promise<Receiver> {
       }
       bodies.push(body);
       for (const resourceSpans of JSON.parse(body).resourceSpans ?? []) {
-        const service = attributesOf(resourceSpans.resource?.attributes)['service.name'];
+        const resource = attributesOf(resourceSpans.resource?.attributes);
+        const [service, worker] = [resource['service.name'], resource['petstore.worker']];
         for (const scopeSpans of resourceSpans.scopeSpans ?? []) {
           for (const span of scopeSpans.spans ?? []) {
             spans.push({
@@ -90,6 +93,7 @@ async function startReceiver(): Promise<Receiver> {
               kind: span.kind,
               scope: scopeSpans.scope?.name ?? '',
               service,
+              worker,
               attributes: attributesOf(span.attributes),
             });
           }
@@ -253,6 +257,15 @@ test("a traceparent is continued on SQLite: the request's span, its SQLite calls
     spans.every((s) => s.service === 'petstore'),
     'service.name defaults to petstore',
   );
+});
+
+test('with two workers, each traces on its own: the spans of a request carry the worker whose log lines have it', async (t) => {
+  const { spans, request, server, within } = await traceOneRequest(t, sqliteDeployment(t), { WORKERS: '2' });
+  const line = logLines(server).find((l) => l.requestId === 'traced-sqlite');
+  assert.ok(line && (line.worker === 1 || line.worker === 2), JSON.stringify(line));
+  assert.equal(Number(request.worker), line.worker);
+  const sqlite = spans.filter(within);
+  assert.ok(sqlite.length > 0 && sqlite.every((s) => Number(s.worker) === line.worker), 'its SQLite spans from the same worker');
 });
 
 test('on PostgreSQL and Redis, the queries and the limiter’s commands are spans within the request', async (t) => {
