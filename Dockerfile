@@ -17,7 +17,7 @@ RUN npm ci --no-audit --no-fund
 FROM node:26-slim
 # Two server threads on SQLite, sharing one limiter (docs/workers.md): about 185 MB resident at peak under load,
 # 50 MB more for each further worker. Set WORKERS to the container's CPUs (`docker run --cpus`) and its memory
-# limit to match; with REDIS_URL, set WORKERS=1.
+# limit to match.
 ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=1 \
     HOST=0.0.0.0 \

@@ -47,12 +47,6 @@ const RULES: readonly ((config: Config) => string | undefined)[] = [
     config.redisTlsCaFile !== undefined && !redisUrls(config)?.some((url) => url.startsWith('rediss://'))
       ? 'REDIS_TLS_CA_FILE is set, but no rediss:// URL is: use rediss:// in REDIS_URL or REDIS_CLUSTER_NODES, or unset it'
       : undefined,
-  // Workers would each be an instance toward Redis, with a fallback each: refused until they share one (docs/workers.md).
-  (config) =>
-    config.workers > 1 && redisUrls(config) !== undefined
-      ? `WORKERS (${config.workers}) must be 1 with REDIS_URL or REDIS_CLUSTER_NODES for now: run one process per core ` +
-        'as instances of their own, or leave Redis out to share the in-memory limiter among workers'
-      : undefined,
   // Node refuses a headers timeout longer than the request timeout it is part of.
   ({ headersTimeoutMs, requestTimeoutMs }) =>
     headersTimeoutMs > requestTimeoutMs

@@ -167,6 +167,15 @@ export function createMetrics() {
         '(KEY_CACHE_TTL_MS), one lookup however many requests wait for it.',
       registers: [registry],
     }),
+    ...limiterMetrics(registry),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The limiter's own metrics: in each server's registry, and in the supervisor's when it decides for its workers (docs/workers.md). */
+export function limiterMetrics(registry: Registry) {
+  return {
     limiterFallbacks: new Counter({
       name: 'petstore_ratelimit_fallback_total',
       help: 'Rate-limit decisions taken by the in-memory fallback because Redis was unreachable.',
@@ -188,4 +197,5 @@ export function createMetrics() {
   };
 }
 
-export type Metrics = ReturnType<typeof createMetrics>;
+/** What the limiter reports to. */
+export type LimiterMetrics = ReturnType<typeof limiterMetrics>;

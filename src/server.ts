@@ -7,13 +7,15 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { CACHE_ENTRIES } from './domain/ttl-cache.ts';
 import { buildApp } from './app.ts';
-import { redisUrls, type Config } from './config.ts';
-import { readNamedFile, readTls } from './config/named-files.ts';
+import type { Config } from './config.ts';
+import { readTls } from './config/named-files.ts';
 import { reloadTlsOnSignal } from './http/server/tls-reload.ts';
 import type { Server as HttpsServer } from 'node:https';
 import { startMetricsListener } from './http/server/metrics-listener.ts';
 import { listenRefusal } from './http/server/listen-refusal.ts';
-import { openLimiter, type RedisTarget } from './limits/open.ts';
+import type { RateLimiter } from './limits/limiter.ts';
+import { openLimiter } from './limits/open.ts';
+import { redisTarget } from './limits/redis-target.ts';
 import type { SharedTable } from './limits/shared-table.ts';
 import { limiterTable } from './limits/subject-records.ts';
 import { createLogger } from './logger.ts';
@@ -42,19 +44,8 @@ export interface WorkerRole {
   port: MessagePort;
   /** This worker's share of the process's PostgreSQL connections. */
   poolSize: number;
-}
-
-/** The Redis limiter's target, when REDIS_URL or REDIS_CLUSTER_NODES names one. */
-function redisTarget(config: Readonly<Config>): RedisTarget | undefined {
-  const urls = redisUrls(config);
-  if (!urls) return undefined;
-  return {
-    urls,
-    cluster: config.redisClusterNodes !== undefined,
-    tlsCa: config.redisTlsCaFile === undefined ? undefined : readNamedFile('REDIS_TLS_CA_FILE', config.redisTlsCaFile),
-    keyPrefix: config.redisKeyPrefix,
-    maxBlock: config.rateLimitBlockMax,
-  };
+  /** With Redis, the process's limiter, asked over a port (workers/limiter-owner.ts); the shared table's otherwise. */
+  limiter?: RateLimiter;
 }
 
 /** Listening, with the usual failures (the port taken, a privileged port) said in terms of PORT and HOST. */
@@ -93,7 +84,7 @@ export async function startServer(
     poolSize: role?.poolSize,
   });
   const table = role?.limiterTable ?? limiterTable(config.rateLimitMemoryBytes);
-  const limiter = await openLimiter(redisTarget(config), { log: logger, metrics, table });
+  const limiter = role?.limiter ?? (await openLimiter(redisTarget(config), { log: logger, metrics, table }));
   const tls = readTls(config);
   if (role) answerMetricsRequests(role.port, metrics.registry);
   else workerMetrics(metrics.registry, 1).serving.set(1);

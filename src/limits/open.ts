@@ -4,7 +4,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { withoutPassword } from '../domain/redaction.ts';
-import type { Metrics } from '../metrics.ts';
+import type { LimiterMetrics } from '../metrics.ts';
 import type { RateLimiter } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
 import type { SharedTable } from './shared-table.ts';
@@ -40,11 +40,16 @@ function withoutPasswords(message: string, urls: readonly string[]): string {
  */
 export async function openLimiter(
   target: RedisTarget | undefined,
-  { log, metrics, table }: { log: FastifyBaseLogger; metrics: Metrics; table: SharedTable },
+  {
+    log,
+    metrics,
+    table,
+    onClock,
+  }: { log: FastifyBaseLogger; metrics: LimiterMetrics; table: SharedTable; onClock?: (offsetMs: number) => void },
 ): Promise<RateLimiter> {
   if (!target) return new MemoryRateLimiter({ table });
   const { RedisRateLimiter } = await import('./redis.ts');
-  const limiter = new RedisRateLimiter({ ...target, log, metrics, fallbackTable: table });
+  const limiter = new RedisRateLimiter({ ...target, log, metrics, fallbackTable: table, onClock });
   const problem = await limiter.reachableWithin(REDIS_START_CHECK_MS);
   if (problem !== undefined) {
     const where = describeRedis(target.urls, target.cluster);

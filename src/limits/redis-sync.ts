@@ -5,7 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Metrics } from '../metrics.ts';
+import type { LimiterMetrics } from '../metrics.ts';
 import { DAY_MS } from '../domain/durations.ts';
 import type { MemoryRateLimiter, SubjectCounts } from './memory.ts';
 import type { RedisClient } from './redis-client.ts';
@@ -38,7 +38,7 @@ export interface RedisSyncOptions {
   /** The command timeout: a command sent has its answer, or has failed, this long after it was sent. */
   timeoutMs: number;
   log: FastifyBaseLogger;
-  metrics: Metrics;
+  metrics: LimiterMetrics;
 }
 
 export class RedisSync {
@@ -50,7 +50,7 @@ export class RedisSync {
   readonly #anchorClock: () => Promise<void>;
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
-  readonly #metrics: Metrics;
+  readonly #metrics: LimiterMetrics;
   /** This instance's sequence number: each raise takes the next, and every other call carries the last. */
   #seq = 0;
   /** Decisions and marks sent and not yet answered or failed. */

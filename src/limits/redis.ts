@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Metrics } from '../metrics.ts';
+import type { LimiterMetrics } from '../metrics.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { decisionOf, windowStart, type LimitDecision, type RateLimiter, type WindowLimit } from './limiter.ts';
 import { MemoryRateLimiter } from './memory.ts';
@@ -37,8 +37,13 @@ export interface RedisLimiterOptions {
   fallbackTable?: SharedTable;
   /** This instance's id in Redis (random by default): a test's way to play two processes, or one restarted. */
   instanceId?: string;
+  /**
+   * Hears Redis's clock each time a reply sets it, as its offset from the monotonic clock (now = floor(offset +
+   * elapsed)): how the workers a process's limiter decides for tell the time it decides by (src/workers/remote-limiter.ts).
+   */
+  onClock?: (offsetMs: number) => void;
   log: FastifyBaseLogger;
-  metrics: Metrics;
+  metrics: LimiterMetrics;
 }
 
 /** How long a block of quota may be spent from before its rest is handed back. */
@@ -62,7 +67,8 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #id: string;
   readonly #fakeClock: Clock | undefined;
   readonly #local: Clock;
-  readonly #metrics: Metrics;
+  readonly #metrics: LimiterMetrics;
+  readonly #onClock: ((offsetMs: number) => void) | undefined;
   /** Redis's clock as last read, and the monotonic clock's reading then. */
   #redisClock: { ms: number; at: number } | undefined;
 
@@ -78,6 +84,7 @@ export class RedisRateLimiter implements RateLimiter {
       table: options.fallbackTable,
     });
     this.#metrics = options.metrics;
+    this.#onClock = options.onClock;
     this.#redis = connectRedis({
       urls: options.urls,
       cluster: options.cluster ?? false,
@@ -310,6 +317,7 @@ export class RedisRateLimiter implements RateLimiter {
   /** A reply's `now` sets the clock the fallback and the blocks go by. */
   #readClock(nowMs: number): void {
     this.#redisClock = { ms: nowMs, at: this.#local.elapsed() };
+    this.#onClock?.(nowMs - this.#redisClock.at);
   }
 
   /** Pre-admissions are counted in a plain number on the request path and reach the metric once a second. */

@@ -9,11 +9,17 @@ import type { AddressInfo } from 'node:net';
 import { extname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import type { Config } from '../config.ts';
 import { connectionTable } from '../http/server/connection-caps.ts';
 import { startMetricsListener } from '../http/server/metrics-listener.ts';
+import type { WindowLimit } from '../limits/limiter.ts';
+import { openLimiter } from '../limits/open.ts';
+import { redisTarget } from '../limits/redis-target.ts';
 import { limiterTable } from '../limits/subject-records.ts';
+import { limiterMetrics } from '../metrics.ts';
+import { serveLimiter } from './limiter-owner.ts';
+import { SharedLimiterClock } from './remote-limiter.ts';
 import { createLogger } from '../logger.ts';
 import { nextStep, startFacts, startMessage } from '../start-line.ts';
 import { openStore } from '../storage/open.ts';
@@ -27,6 +33,8 @@ export interface WorkerData {
   config: Readonly<Config>;
   limiterBuffer: SharedArrayBuffer;
   connectionBuffer: SharedArrayBuffer;
+  /** With Redis: the port the process's limiter answers this worker on, and the clock it decides by. */
+  redisLimiter?: { port: MessagePort; clock: SharedArrayBuffer };
 }
 
 /** A worker's word that it listens, with the address it listens on. */
@@ -59,9 +67,16 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
 
   const table = limiterTable(config.rateLimitMemoryBytes);
   const connections = connectionTable(config.maxConnections);
+  const metrics = new ProcessMetrics(() => workers.values(), config.workers);
+  // With Redis, the process is one instance toward it: the one limiter here, deciding for every worker.
+  const target = redisTarget(config);
+  const clock = SharedLimiterClock.create();
+  const redisLimiter =
+    target &&
+    (await openLimiter(target, { log, metrics: limiterMetrics(metrics.registry), table, onClock: (offset) => clock.set(offset) }));
+  const interned = new Map<string, readonly WindowLimit[]>();
   const workers = new Map<number, Worker>();
   let stopping = false;
-  const metrics = new ProcessMetrics(() => workers.values(), config.workers);
   // A worker hears a signal once it serves: one still starting is told when it says it listens.
   const servingWorkers = new Set<Worker>();
   const serving = () => metrics.workersServing.set(servingWorkers.size);
@@ -79,8 +94,9 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     log.info({ signal }, 'shutting down every worker');
     pass(signal);
     const ended = [...workers.values()].map((worker) => new Promise<number>((resolve) => worker.once('exit', resolve)));
-    void Promise.all(ended).then((codes) => {
+    void Promise.all(ended).then(async (codes) => {
       listener.metrics?.close();
+      await redisLimiter?.close().catch((err: unknown) => log.warn({ err }, 'the rate limiter did not close cleanly'));
       // A worker that reached the hard exit (its storage or limiter hung on close) makes the process's exit 1, as one server's would.
       const code = codes.some((c) => c !== 0) ? 1 : 0;
       log.info({ code }, 'every worker shut down');
@@ -97,7 +113,12 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   const start = (index: number, pauseMs: number): Promise<AddressInfo> =>
     new Promise((listening, failed) => {
       const data: WorkerData = { index, config, limiterBuffer: table.buffer, connectionBuffer: connections.buffer };
-      const worker = new Worker(WORKER_MODULE, { workerData: data });
+      const channel = redisLimiter && new MessageChannel();
+      if (channel) {
+        serveLimiter(channel.port1, redisLimiter!, interned);
+        data.redisLimiter = { port: channel.port2, clock: clock.buffer };
+      }
+      const worker = new Worker(WORKER_MODULE, { workerData: data, transferList: channel ? [channel.port2] : [] });
       const startedAt = performance.now();
       // threadId reads -1 once the worker has ended: kept while it runs, for taking back its stripes.
       const threadId = worker.threadId;
@@ -120,6 +141,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
       worker.once('exit', (code) => {
         workers.delete(index);
         servingWorkers.delete(worker);
+        channel?.port1.close();
         serving();
         // Stripes it held when it ended are taken back, so the others are never kept waiting.
         table.releaseHeldBy(threadId);
@@ -142,6 +164,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   } catch (err) {
     stopping = true;
     await Promise.all([...workers.values()].map((worker) => worker.terminate()));
+    await redisLimiter?.close();
     await store.close();
     throw err;
   }

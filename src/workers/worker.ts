@@ -5,9 +5,10 @@ import { SharedTable } from '../limits/shared-table.ts';
 import { supervisorSignals } from './signals.ts';
 import type { ListeningMessage, WorkerData } from './supervisor.ts';
 import { workerShare } from './shares.ts';
+import { RemoteLimiter, SharedLimiterClock } from './remote-limiter.ts';
 import { POSTGRES_POOL_SIZE } from '../storage/postgres/pool-size.ts';
 
-const { index, config: shared, limiterBuffer, connectionBuffer } = workerData as WorkerData;
+const { index, config: shared, limiterBuffer, connectionBuffer, redisLimiter } = workerData as WorkerData;
 // The caches' budgets and the PostgreSQL pool are the process's: each worker keeps its share.
 const config = {
   ...shared,
@@ -25,5 +26,6 @@ const app = await startServer(config, tracing, [], {
   signals: supervisorSignals(parentPort!),
   port: parentPort!,
   poolSize: workerShare(POSTGRES_POOL_SIZE, index, shared.workers),
+  limiter: redisLimiter && new RemoteLimiter(redisLimiter.port, new SharedLimiterClock(redisLimiter.clock)),
 });
 parentPort!.postMessage({ type: 'listening', address: app.server.address() as AddressInfo } satisfies ListeningMessage);

@@ -14,7 +14,8 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test, type TestContext } from 'node:test';
 import { DatabaseSync } from '../../src/storage/sqlite/driver.ts';
-import { createTestDatabase, requirePostgres, withPostgres } from '../support/engines.ts';
+import { Redis } from 'ioredis';
+import { createTestDatabase, newKeyPrefix, REDIS_URL, requirePostgres, withPostgres } from '../support/engines.ts';
 import {
   explain,
   freePort,
@@ -141,6 +142,42 @@ describe('workers', () => {
       assert.ok(opened <= 10, `${opened} connections open to the database`);
     });
   }
+
+  test('PostgreSQL and Redis, WORKERS=4: the same, and the process is one instance toward Redis', async (t) => {
+    if (!requirePostgres(t, 'workers on PostgreSQL and Redis', true)) return;
+    const { url } = await createTestDatabase(t);
+    const prefix = newKeyPrefix(t);
+    const env = { DATABASE_URL: url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix };
+    await exactAcrossWorkers(t, env, 4, (name) =>
+      withPostgres(url, async (client) => Number((await client.query('SELECT count(*) AS n FROM pets WHERE name = $1', [name])).rows[0].n)),
+    );
+    // Each instance's part of a window is a field of its own: one process, one field, whichever worker was asked.
+    const redis = new Redis(REDIS_URL!);
+    t.after(() => redis.disconnect());
+    const windows = (await redis.keys(`${prefix}:*:by-instance`)).filter((k) => k.includes('key:'));
+    assert.ok(windows.length >= 2, `the key's windows: ${windows.join(', ')}`);
+    const instances = new Set<string>();
+    for (const key of windows) for (const field of Object.keys(await redis.hgetall(key))) if (field !== 's') instances.add(field);
+    assert.equal(instances.size, 1, `instances counted in Redis: ${[...instances].join(', ')}`);
+  });
+
+  test('Redis unreachable, WORKERS=4: one fallback for the process, exact to the limit', async (t) => {
+    if (!requirePostgres(t, 'workers with Redis unreachable')) return;
+    const { url } = await createTestDatabase(t);
+    const closed = await freePort();
+    const env = { DATABASE_URL: url, REDIS_URL: `redis://127.0.0.1:${closed}`, METRICS_PORT: String(await freePort()) };
+    const { key } = await keysCreateJson(env, '--plan', 'enterprise', '--rpm', '70', '--rpd', '70');
+    const server = await startWorkers(t, env, 4);
+    await awayFromMinuteTurn();
+    const auth = { Authorization: `Bearer ${key}` };
+    assert.deepEqual(tally(await burst(200, () => send(server.url, 'GET', '/v1/pets?limit=1', auth))), { 200: 70, 429: 130 });
+    const metrics = await scrape(env);
+    assert.equal(valueOf(metrics, 'petstore_ratelimit_degraded'), 1);
+    assert.ok(
+      valueOf(metrics, 'petstore_ratelimit_fallback_total') >= 200,
+      metrics.match(/^petstore_ratelimit_fallback_total.*$/m)?.[0] ?? 'no such series',
+    );
+  });
 
   test('key changes reach every worker within KEY_CACHE_TTL_MS: a plan raised and a ban lifted, then the key revoked', async (t) => {
     const dir = tempDir(t);

@@ -216,18 +216,11 @@ test('TRUST_PROXY=true is refused with the reason, and a list that is not addres
   );
 });
 
-test('WORKERS defaults to the cores the process may use, to 1 with Redis, and above 1 is refused with Redis for now', () => {
+test('WORKERS defaults to the cores the process may use, with Redis too', () => {
   assert.equal(loadConfig({}).workers, usableCores());
   assert.equal(loadConfig({ WORKERS: '3' }).workers, 3);
-  assert.equal(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).workers, 1);
-  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis://10.0.0.1:6379' }).workers, 1);
-  assert.throws(
-    () => loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379', WORKERS: '2' }),
-    new ConfigError(
-      'WORKERS (2) must be 1 with REDIS_URL or REDIS_CLUSTER_NODES for now: run one process per core as instances of their own, ' +
-        'or leave Redis out to share the in-memory limiter among workers',
-    ),
-  );
+  assert.equal(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).workers, usableCores());
+  assert.equal(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379', WORKERS: '2' }).workers, 2);
 });
 
 test('the cores the process may use: its affinity, within a cgroup quota rounded up (v2, then v1), at least one', () => {

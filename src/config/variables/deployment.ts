@@ -115,14 +115,10 @@ export const DEPLOYMENT_VARIABLES = [
     env: 'WORKERS',
     field: 'workers',
     schema: Schema.Integer({ minimum: 1, maximum: 256 }),
-    // With Redis, the workers would each be an instance toward it, each with a fallback of its own: one until they share one.
-    default: {
-      shown: 'the cores the process may use (its CPU affinity, within a cgroup CPU quota); 1 with REDIS_URL or REDIS_CLUSTER_NODES',
-      from: (earlier) => (earlier.redisUrl === undefined && earlier.redisClusterNodes === undefined ? usableCores() : 1),
-    },
+    default: { shown: 'the cores the process may use (its CPU affinity, within a cgroup CPU quota)', from: () => usableCores() },
     description:
-      'Servers the process runs, each on its own thread and all on one port, with one rate limiter and one set of ' +
-      'connection caps for the process; 1 serves from one thread. See docs/workers.md.',
+      'Servers the process runs, each on its own thread and all on one port, with one rate limiter (with Redis, one ' +
+      'instance toward it) and one set of connection caps for the process; 1 serves from one thread. See docs/workers.md.',
     app: false,
   }),
   variable({
