@@ -1,11 +1,12 @@
 /**
- * A randomized fault schedule against three `petstore serve` processes sharing a PostgreSQL database
- * and a redis-server of the test's own. Each seed has one minute window: within it the seed decides
+ * A randomized fault schedule against three `petstore serve` processes of two workers each (one instance
+ * toward Redis each: docs/workers.md) sharing a PostgreSQL database and a redis-server of the test's own. Each seed has one minute window: within it the seed decides
  * when Redis is paused (SIGSTOP, then SIGCONT) or shut down and started again empty, and when
  * instances are stopped (SIGTERM or SIGKILL) and started again, some while Redis is out (which is then
  * held out until they have answered a while, so that they decide before they ever hear from Redis),
  * some with their clock up to 30 s off, and when one instance's clock is stepped a day forward or back
- * while it serves, then back (test/support/fault-schedules.ts); each process's wall clock is moved by
+ * while it serves, then back, and when one of an instance's workers ends on an uncaught error, its process
+ * serving on (test/support/fault-schedules.ts); each process's wall clock is moved by
  * libfaketime. Throughout, clients send a 20-a-minute key's requests round-robin over the instances,
  * and creates with Idempotency-Keys, each sent to two instances at once and then once more to the
  * third, retrying on 409 and 503 after Retry-After.
@@ -33,11 +34,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { MINUTE_MS } from '../../src/domain/durations.ts';
 import { createTestDatabase, requirePostgres, withPostgres } from '../support/engines.ts';
+import { endWorker, INSPECT_ENV } from '../support/worker-ends.ts';
 import {
   describeFault,
   faultSchedule,
   faultSeeds,
   HELD_AFTER_START_S,
+  WORKERS_PER_INSTANCE,
   MAX_OUTAGE_S,
   SLOTS,
   type DuringOutage,
@@ -168,6 +171,22 @@ class Fleet {
     }, 5000).catch(() => assert.fail(`instance ${instance.life.name}'s clock is ${off} s off after a step of ${stepS} s`));
     await sleep(forS * 1000);
     setOffset(instance.clockFile, instance.skewS);
+    return instance.life.name;
+  }
+
+  /**
+   * Ends one worker of the slot's running process with an uncaught error (nothing when the slot is restarting): its
+   * process serves on and starts it again. No outage: the process's limiter is in its main thread.
+   */
+  async endWorker(slot: number, worker: number): Promise<string | undefined> {
+    const instance = this.#slots[slot];
+    if (!instance) return undefined;
+    await endWorker(instance.server, worker, 'ended by the fault schedule');
+    await eventually(
+      async () => instance.server.output().includes(`worker ${worker} ended unasked`) || instance.server.child.exitCode !== null,
+      10_000,
+      50,
+    );
     return instance.life.name;
   }
 
@@ -481,6 +500,8 @@ async function runFaults(
         return fleet.replace(fault.slot);
       case 'instance-clock-step':
         return fleet.stepClock(fault.slot, fault.stepS, fault.forS);
+      case 'worker-end':
+        return fleet.endWorker(fault.slot, fault.worker);
     }
   });
   await Promise.all(running);
@@ -534,7 +555,7 @@ interface SeedRun {
   creates: CreateRecord[];
 }
 
-test('a randomized schedule of Redis pauses and empty restarts, instance restarts and skewed clocks keeps the documented limits and one pet per Idempotency-Key', async (t) => {
+test('a randomized schedule of Redis pauses and empty restarts, instance restarts, skewed clocks and ended workers keeps the documented limits and one pet per Idempotency-Key', async (t) => {
   if (!requirePostgres(t, 'the randomized fault schedule on three instances')) return;
   if (skipWithoutLibfaketime('the randomized fault schedule, whose instances run under libfaketime'))
     return t.skip('libfaketime is not installed');
@@ -551,6 +572,9 @@ test('a randomized schedule of Redis pauses and empty restarts, instance restart
     REDIS_URL: `redis://127.0.0.1:${redis.port}`,
     LOG_LEVEL: 'info',
     BAN_THRESHOLD: '1000000',
+    // Each instance one process of two workers, one instance toward Redis; its inspector open for a worker-end fault.
+    WORKERS: String(WORKERS_PER_INSTANCE),
+    ...INSPECT_ENV,
   };
   const fleet = new Fleet(env, dir);
   atEnd(t, () => fleet.stopAll());

@@ -58,7 +58,11 @@ export type Fault =
   | { atS: number; kind: 'redis-restart-empty'; downS: number; during?: DuringOutage }
   | ({ atS: number; kind: 'instance-restart' } & InstanceRestart)
   | { atS: number; kind: 'instance-replace'; slot: number }
-  | { atS: number; kind: 'instance-clock-step'; slot: number; stepS: number; forS: number };
+  | { atS: number; kind: 'instance-clock-step'; slot: number; stepS: number; forS: number }
+  | { atS: number; kind: 'worker-end'; slot: number; worker: number };
+
+/** Workers each instance runs (docs/workers.md): a fault may end one of them while the process serves. */
+export const WORKERS_PER_INSTANCE = 2;
 
 /** How many instances a schedule restarts among. */
 export const SLOTS = 3;
@@ -81,7 +85,8 @@ const tenths = (x: number) => Math.round(x * 10) / 10;
  * in the next minute: the order that moved a window's start forward); other restarts anywhere up to
  * second 48; skews of ±30 s often, any other up to 30 s sometimes. In most seeds one running
  * instance's wall clock is stepped a day forward or back for 2 to 8 s, then stepped back, anywhere
- * from second 5 to 44, a Redis fault or a restart of its own included. At second 52 every instance
+ * from second 5 to 44, a Redis fault or a restart of its own included. In more than half, one of an instance's
+ * workers ends (an uncaught error) from second 4 to 46 and its process starts it again. At second 52 every instance
  * left with a skew is replaced by one with its clock right, so that each seed starts from the same state.
  */
 export function faultSchedule(seed: number): Fault[] {
@@ -129,6 +134,11 @@ export function faultSchedule(seed: number): Fault[] {
       forS: between(2, 8),
     });
   }
+  // Drawn after the rest, so that a seed's other faults are what they were before workers.
+  if (random() < 0.6) {
+    const atS = between(4, 46);
+    faults.push({ atS, kind: 'worker-end', slot: Math.floor(random() * SLOTS), worker: 1 + Math.floor(random() * WORKERS_PER_INSTANCE) });
+  }
   for (const { slot, skewS } of restarts) if (skewS !== 0) faults.push({ atS: RESET_AT_S, kind: 'instance-replace', slot });
   return faults.sort((a, b) => a.atS - b.atS);
 }
@@ -149,6 +159,8 @@ export function describeFault(fault: Fault): string {
       return describeRestart(fault);
     case 'instance-replace':
       return `instance ${fault.slot} replaced by one with its clock right (started first, then the old one stopped with SIGTERM)`;
+    case 'worker-end':
+      return `worker ${fault.worker} of instance ${fault.slot} ended by an uncaught error, the process serving on and starting it again`;
     case 'instance-clock-step':
       return `instance ${fault.slot}'s wall clock stepped a day ${fault.stepS > 0 ? 'forward' : 'back'} for ${fault.forS} s, then back`;
   }
