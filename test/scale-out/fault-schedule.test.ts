@@ -1,7 +1,7 @@
 /**
  * A randomized fault schedule against three `petstore serve` processes of two workers each (one instance
- * toward Redis each: docs/workers.md) sharing a PostgreSQL database and a redis-server of the test's own. Each seed has one minute window: within it the seed decides
- * when Redis is paused (SIGSTOP, then SIGCONT) or shut down and started again empty, and when
+ * toward Redis each: docs/workers.md) sharing a PostgreSQL database and a redis-server of the test's own.
+ * Each seed has one minute window: within it the seed decides when Redis is paused (SIGSTOP, then SIGCONT) or shut down and started again empty, and when
  * instances are stopped (SIGTERM or SIGKILL) and started again, some while Redis is out (which is then
  * held out until they have answered a while, so that they decide before they ever hear from Redis),
  * some with their clock up to 30 s off, and when one instance's clock is stepped a day forward or back
