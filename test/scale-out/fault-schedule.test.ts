@@ -1,15 +1,14 @@
 /**
- * A randomized fault schedule against three `petstore serve` processes of two workers each (one instance
- * toward Redis each: docs/workers.md) sharing a PostgreSQL database and a redis-server of the test's own.
- * Each seed has one minute window: within it the seed decides when Redis is paused (SIGSTOP, then SIGCONT) or shut down and started again empty, and when
- * instances are stopped (SIGTERM or SIGKILL) and started again, some while Redis is out (which is then
- * held out until they have answered a while, so that they decide before they ever hear from Redis),
- * some with their clock up to 30 s off, and when one instance's clock is stepped a day forward or back
- * while it serves, then back, and when one of an instance's workers ends on an uncaught error, its process
- * serving on (test/support/fault-schedules.ts); each process's wall clock is moved by
- * libfaketime. Throughout, clients send a 20-a-minute key's requests round-robin over the instances,
- * and creates with Idempotency-Keys, each sent to two instances at once and then once more to the
- * third, retrying on 409 and 503 after Retry-After.
+ * A randomized fault schedule against three `petstore serve` processes of two workers each (one instance toward
+ * Redis each: docs/workers.md) sharing a PostgreSQL database and a redis-server of the test's own. Each seed has
+ * one minute window: within it the seed decides when Redis is paused (SIGSTOP, then SIGCONT) or shut down and
+ * started again empty, and when instances are stopped (SIGTERM or SIGKILL) and started again, some while Redis is
+ * out (which is then held out until they have answered a while, so that they decide before they ever hear from
+ * Redis), some with their clock up to 30 s off, and when one instance's clock is stepped a day forward or back
+ * while it serves, then back, and when one of an instance's workers ends on an uncaught error, its process serving
+ * on (test/support/fault-schedules.ts); each process's wall clock is moved by libfaketime. Throughout, clients
+ * send a 20-a-minute key's requests round-robin over the instances, and creates with Idempotency-Keys, each sent
+ * to two instances at once and then once more to the third, retrying on 409 and 503 after Retry-After.
  *
  * Checked for each seed: in every minute window of its key, the documented limit
  * (test/support/minute-windows.ts: exactly the limit where no outage reached; else no instance above
