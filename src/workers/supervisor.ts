@@ -86,8 +86,10 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
     if (signal !== 'SIGHUP') pending.push(signal);
     for (const worker of servingWorkers) tell(worker, signal);
   };
-  // The metrics listener, once it is started (after every worker serves).
-  const listener: { metrics?: Server } = {};
+  // The metrics listener, up before any worker serves: a process that answers has its metrics answered too.
+  const listener: { metrics?: Server } = {
+    metrics: config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost),
+  };
   const stop = (signal: ServerSignal) => {
     if (stopping) return;
     stopping = true;
@@ -164,13 +166,12 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   } catch (err) {
     stopping = true;
     await Promise.all([...workers.values()].map((worker) => worker.terminate()));
+    listener.metrics?.close();
     await redisLimiter?.close();
     await store.close();
     throw err;
   }
   started = true;
-  listener.metrics =
-    config.metricsPort === undefined ? undefined : await startMetricsListener(metrics, config.metricsPort, config.metricsHost);
   const version = packageVersion();
   const facts = startFacts(config, addresses[0]!);
   log.info({ version, ...facts }, startMessage(version, facts));

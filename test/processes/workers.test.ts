@@ -259,12 +259,12 @@ describe('workers', () => {
     assert.equal(lines.at(-1)!.msg, 'every worker shut down');
   });
 
-  test('SIGTERM as soon as the first worker answers, the others still starting: every worker shuts down, exit 0', async (t) => {
+  test('as soon as the first worker answers, the others still starting: the metrics answer, and on SIGTERM every worker shuts down, exit 0', async (t) => {
     const dir = tempDir(t);
-    const server = await startServerProcess(
-      { DATABASE_URL: `sqlite:${dir}/petstore.db`, WORKERS: '8' },
-      { owner: t, startWithinMs: 60_000 },
-    );
+    const env = { DATABASE_URL: `sqlite:${dir}/petstore.db`, WORKERS: '8', METRICS_PORT: String(await freePort()) };
+    const server = await startServerProcess(env, { owner: t, startWithinMs: 60_000 });
+    // Its metrics answer as soon as it does, however many workers are still starting.
+    assert.match(await scrape(env), /^petstore_workers_configured 8$/m);
     server.child.kill('SIGTERM');
     assert.equal(await server.exited, 0, server.output());
     const lines = server
