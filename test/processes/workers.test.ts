@@ -1,12 +1,12 @@
 /**
  * WORKERS (docs/workers.md) through a real process. At 1, 2, 4 and 8 workers on one port (threads may outnumber
- * cores), on SQLite and on PostgreSQL: a key's minute and day are admitted exactly to their limit under many
- * concurrent connections, an address's anonymous limit likewise, the ban at the threshold is placed once, and one
- * Idempotency-Key makes one pet whichever workers its retries reach. Then: key changes (plan, unban, revoke) reach
- * every worker within KEY_CACHE_TTL_MS; the connection caps are the process's; a backup is taken and a restore
- * refused while it serves; SIGHUP and SIGTERM reach every
- * worker; a worker ended under load is replaced, with nothing acknowledged lost and no pet made twice; a platform
- * without SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
+ * cores), on SQLite and on PostgreSQL with Redis (one instance toward it), and at 4 on PostgreSQL alone: a key's
+ * minute and day are admitted exactly to their limit under many concurrent connections, an address's anonymous
+ * limit likewise, the ban at the threshold is placed once, and one Idempotency-Key makes one pet whichever workers
+ * its retries reach. Then: key changes (plan, unban, revoke) reach every worker within KEY_CACHE_TTL_MS; the
+ * connection caps are the process's; a backup is taken and a restore refused while it serves; SIGHUP and SIGTERM
+ * reach every worker; a worker ended under load is replaced, with nothing acknowledged lost and no pet made twice;
+ * a platform without SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
  */
 import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
@@ -121,45 +121,40 @@ describe('workers', () => {
     });
   }
 
-  for (const workers of [1, 4]) {
-    test(`PostgreSQL, WORKERS=${workers}: the same, each worker with its share of the pool`, async (t) => {
-      if (!requirePostgres(t, 'workers on PostgreSQL')) return;
+  const pets = (url: string) => (name: string) =>
+    withPostgres(url, async (client) => Number((await client.query('SELECT count(*) AS n FROM pets WHERE name = $1', [name])).rows[0].n));
+
+  test('PostgreSQL without Redis, WORKERS=4: the same, the in-memory limiter shared, the pool divided', async (t) => {
+    if (!requirePostgres(t, 'workers on PostgreSQL')) return;
+    const { url } = await createTestDatabase(t);
+    await exactAcrossWorkers(t, { DATABASE_URL: url }, 4, pets(url));
+    // The process's connections: its pool of 10 shared among the workers, and the supervisor's closed.
+    const opened = await withPostgres(url, async (client) => {
+      const database = new URL(url).pathname.slice(1);
+      const result = await client.query('SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
+        database,
+      ]);
+      return Number(result.rows[0].n);
+    });
+    assert.ok(opened <= 10, `${opened} connections open to the database`);
+  });
+
+  for (const workers of [1, 2, 4, 8]) {
+    test(`PostgreSQL and Redis, WORKERS=${workers}: the same, and the process is one instance toward Redis`, async (t) => {
+      if (!requirePostgres(t, 'workers on PostgreSQL and Redis', true)) return;
       const { url } = await createTestDatabase(t);
-      await exactAcrossWorkers(t, { DATABASE_URL: url }, workers, (name) =>
-        withPostgres(url, async (client) =>
-          Number((await client.query('SELECT count(*) AS n FROM pets WHERE name = $1', [name])).rows[0].n),
-        ),
-      );
-      if (workers === 1) return;
-      // The process's connections: its pool of 10 shared among the workers, and the supervisor's closed.
-      const opened = await withPostgres(url, async (client) => {
-        const database = new URL(url).pathname.slice(1);
-        const result = await client.query('SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
-          database,
-        ]);
-        return Number(result.rows[0].n);
-      });
-      assert.ok(opened <= 10, `${opened} connections open to the database`);
+      const prefix = newKeyPrefix(t);
+      await exactAcrossWorkers(t, { DATABASE_URL: url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix }, workers, pets(url));
+      // Each instance's part of a window is a field of its own: one process, one field, whichever worker was asked.
+      const redis = new Redis(REDIS_URL!);
+      t.after(() => redis.disconnect());
+      const windows = (await redis.keys(`${prefix}:*:by-instance`)).filter((k) => k.includes('key:'));
+      assert.ok(windows.length >= 2, `the key's windows: ${windows.join(', ')}`);
+      const instances = new Set<string>();
+      for (const key of windows) for (const field of Object.keys(await redis.hgetall(key))) if (field !== 's') instances.add(field);
+      assert.equal(instances.size, 1, `instances counted in Redis: ${[...instances].join(', ')}`);
     });
   }
-
-  test('PostgreSQL and Redis, WORKERS=4: the same, and the process is one instance toward Redis', async (t) => {
-    if (!requirePostgres(t, 'workers on PostgreSQL and Redis', true)) return;
-    const { url } = await createTestDatabase(t);
-    const prefix = newKeyPrefix(t);
-    const env = { DATABASE_URL: url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix };
-    await exactAcrossWorkers(t, env, 4, (name) =>
-      withPostgres(url, async (client) => Number((await client.query('SELECT count(*) AS n FROM pets WHERE name = $1', [name])).rows[0].n)),
-    );
-    // Each instance's part of a window is a field of its own: one process, one field, whichever worker was asked.
-    const redis = new Redis(REDIS_URL!);
-    t.after(() => redis.disconnect());
-    const windows = (await redis.keys(`${prefix}:*:by-instance`)).filter((k) => k.includes('key:'));
-    assert.ok(windows.length >= 2, `the key's windows: ${windows.join(', ')}`);
-    const instances = new Set<string>();
-    for (const key of windows) for (const field of Object.keys(await redis.hgetall(key))) if (field !== 's') instances.add(field);
-    assert.equal(instances.size, 1, `instances counted in Redis: ${[...instances].join(', ')}`);
-  });
 
   test('Redis unreachable, WORKERS=4: one fallback for the process, exact to the limit', async (t) => {
     if (!requirePostgres(t, 'workers with Redis unreachable')) return;
