@@ -2,7 +2,7 @@
  * The built-in HTTPS listener: with TLS_CERT and TLS_KEY (a self-signed certificate made here) the
  * server answers the API over TLS to a client that trusts that certificate, and does not answer
  * plain HTTP on the same port. One of the pair alone, or an unreadable file, stops the server at
- * start with one clear line.
+ * start with one clear line. SIGHUP reads the pair again, in every worker of a process that runs several.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -144,6 +144,30 @@ test('SIGHUP reads TLS_CERT and TLS_KEY again: new connections get the renewed p
   assert.equal(await expiryShown(), endOf(renewed.cert), 'a refused pair leaves the gauge on the one in use');
   server.child.kill('SIGTERM');
   assert.equal(await server.exited, 0, 'SIGHUP did not end it');
+});
+
+test('with four workers, SIGHUP reloads the pair in every one: every new connection gets the renewed certificate', async (t) => {
+  const dir = tempDir(t);
+  const { cert, key } = selfSigned(dir);
+  const renewed = selfSigned(dir, '-renewed', 30);
+  const fingerprintOf = (path: string) => new X509Certificate(readFileSync(path)).fingerprint256;
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}`, TLS_CERT: cert, TLS_KEY: key, WORKERS: '4' };
+  const ca = readFileSync(cert);
+  const server = await startServerProcess(env, {
+    scheme: 'https',
+    isReady: async (url) => (await request(`${url}/healthz`, { ca })).status === 200,
+    owner: t,
+  });
+  await eventually(async () => server.stdout().includes('4 workers)'), 30_000, 50);
+  copyFileSync(renewed.cert, cert);
+  copyFileSync(renewed.key, key);
+  server.child.kill('SIGHUP');
+  await eventually(async () => server.stdout().split('"msg":"TLS certificate reloaded"').length - 1 === 4, 10_000, 50);
+  // Each connection may reach any worker: forty new ones, every one shown the renewed certificate.
+  const shown = await Promise.all(Array.from({ length: 40 }, () => certificateShown(server.url)));
+  assert.deepEqual(new Set(shown), new Set([fingerprintOf(renewed.cert)]));
+  server.child.kill('SIGTERM');
+  assert.equal(await server.exited, 0);
 });
 
 test('without TLS, SIGHUP (systemctl reload) is logged and ends nothing', async (t) => {
