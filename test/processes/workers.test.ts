@@ -4,9 +4,10 @@
  * minute and day are admitted exactly to their limit under many concurrent connections, an address's anonymous
  * limit likewise, the ban at the threshold is placed once, and one Idempotency-Key makes one pet whichever workers
  * its retries reach. Then: key changes (plan, unban, revoke) reach every worker within KEY_CACHE_TTL_MS; the
- * connection caps are the process's; a backup is taken and a restore refused while it serves; SIGHUP and SIGTERM
- * reach every worker; a worker ended under load is replaced, with nothing acknowledged lost and no pet made twice;
- * a platform without SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
+ * connection caps are the process's; a backup and a migrate run, a held write lock is answered 503 with Retry-
+ * After by any worker, and a restore is refused while it serves; SIGHUP and SIGTERM reach every worker; a worker
+ * ended under load is replaced, with nothing acknowledged lost and no pet made twice; a platform without
+ * SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
  */
 import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
@@ -25,6 +26,7 @@ import {
   type EnvOverrides,
   type ServerProcess,
 } from '../support/processes.ts';
+import { holdSqliteWriteLock } from '../support/lock-holders.ts';
 import { tempDir } from '../support/temp.ts';
 import { eventually } from '../support/waiting.ts';
 import { endWorker, INSPECT_ENV } from '../support/worker-ends.ts';
@@ -32,6 +34,7 @@ import { endWorker, INSPECT_ENV } from '../support/worker-ends.ts';
 interface Answer {
   status: number;
   body: string;
+  retryAfter?: string;
 }
 
 /** One request on a connection of its own, so the kernel may hand each to another worker. */
@@ -40,7 +43,7 @@ function send(url: string, method: string, path: string, headers: Record<string,
     const req = request(`${url}${path}`, { method, headers, agent: new Agent({ keepAlive: false }) }, (res) => {
       let text = '';
       res.setEncoding('utf8').on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+      res.on('end', () => resolve({ status: res.statusCode!, body: text, retryAfter: res.headers['retry-after'] }));
     });
     req.on('error', reject).end(body);
   });
@@ -193,12 +196,13 @@ describe('workers', () => {
     assert.deepEqual(tally(await many()), { 401: 60 }, 'every worker refuses the revoked key');
   });
 
-  test("the connection caps are the process's; a backup taken and a restore refused while it serves; SIGHUP and SIGTERM reach every worker", async (t) => {
+  test("the connection caps are the process's; backup, migrate and a write lock held, a restore refused, while it serves; SIGHUP and SIGTERM reach every worker", async (t) => {
     const dir = tempDir(t);
     const env = {
       DATABASE_URL: `sqlite:${dir}/petstore.db`,
       MAX_CONNECTIONS: '100',
       MAX_CONNECTIONS_PER_ADDRESS: '5',
+      SQLITE_LOCK_WAIT_MS: '300',
       METRICS_PORT: String(await freePort()),
     };
     const server = await startWorkers(t, env, 4);
@@ -234,6 +238,26 @@ describe('workers', () => {
     const restore = await runCli(['restore', `${dir}/copy.db`], env);
     assert.notEqual(restore.code, 0, explain(['restore'], restore));
     console.log(`# restore while serving: ${restore.stderr.trim()}`);
+    const migrate = await runCli(['migrate'], env);
+    assert.equal(migrate.code, 0, explain(['migrate'], migrate));
+
+    // SQLite's write lock held past SQLITE_LOCK_WAIT_MS: creates answered 503 with Retry-After by whichever worker, none
+    // stored; once it is let go, created. One at a time, within the address's five connections.
+    const { key } = await keysCreateJson(env, '--plan', 'enterprise', '--rpm', '100000', '--rpd', '100000');
+    const post = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
+    const create = (name: string) => send(server.url, 'POST', '/v1/pets', post, JSON.stringify({ name, categoryId: 1 }));
+    const lock = await holdSqliteWriteLock(t, `${dir}/petstore.db`);
+    const held: Answer[] = [];
+    for (let i = 0; i < 8; i++) held.push(await create('held'));
+    await lock.release();
+    assert.deepEqual(
+      held.map((a) => [a.status, a.retryAfter !== undefined]),
+      held.map(() => [503, true]),
+    );
+    assert.equal((await create('after')).status, 201);
+    const db = new DatabaseSync(`${dir}/petstore.db`, { readOnly: true });
+    assert.equal((db.prepare("SELECT count(*) AS n FROM pets WHERE name = 'held'").get() as { n: number }).n, 0);
+    db.close();
 
     server.child.kill('SIGHUP');
     await eventually(async () => server.output().split('SIGHUP: nothing to reload').length - 1 === 4, 10_000, 50);
