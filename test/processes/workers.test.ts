@@ -4,9 +4,9 @@
  * minute and day are admitted exactly to their limit under many concurrent connections, an address's anonymous
  * limit likewise, the ban at the threshold is placed once, and one Idempotency-Key makes one pet whichever workers
  * its retries reach. Then: key changes (plan, unban, revoke) reach every worker within KEY_CACHE_TTL_MS; the
- * connection caps are the process's; a backup and a migrate run, a held write lock is answered 503 with Retry-
- * After by any worker, and a restore is refused while it serves; SIGHUP and SIGTERM reach every worker; a worker
- * ended under load is replaced, with nothing acknowledged lost and no pet made twice; a platform without
+ * connection caps are the process's; a backup and a migrate run, a held write lock is answered 503 with
+ * Retry-After by any worker, and a restore is refused while it serves; SIGHUP and SIGTERM reach every worker; a
+ * worker ended under load is replaced, with nothing acknowledged lost and no pet made twice; a platform without
  * SO_REUSEPORT serves from one thread; a port in use is refused as with one thread.
  */
 import assert from 'node:assert/strict';
