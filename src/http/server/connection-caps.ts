@@ -91,32 +91,54 @@ export function capConnections(
     caps.trust.kind === 'hops' || (caps.trust.kind === 'addresses' && isListedProxy(caps.trust.proxies, address));
   let crowded = false;
 
+  // What each of this server's sockets holds: its address bucket's count (when capped) and one of the total.
+  const holding = new Map<Socket, { bucket: string | undefined; total: boolean }>();
+  const giveBack = (socket: Socket): void => {
+    const held = holding.get(socket);
+    if (held === undefined) return;
+    holding.delete(socket);
+    if (held.bucket !== undefined) give(counts, held.bucket);
+    if (!held.total) return;
+    const left = give(counts, TOTAL);
+    if (crowded && left < caps.maxConnections * RELIEVED) {
+      crowded = false;
+      server.keepAliveTimeout = caps.keepAliveTimeoutMs;
+    }
+  };
+  /**
+   * A socket ended (its client already sees it closed) holds its counts until its 'close' event, a turn of the
+   * event loop later: at a cap, those are given back first, so a connection made just after one ended is not refused.
+   */
+  const takeOrSweep = (key: string, max: number): number => {
+    const taken = take(counts, key, max);
+    if (taken >= 0) return taken;
+    for (const socket of holding.keys()) if (socket.destroyed) giveBack(socket);
+    return take(counts, key, max);
+  };
+
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress === undefined ? undefined : normaliseAddress(socket.remoteAddress);
     let bucket: string | undefined;
     if (caps.maxPerAddress > 0 && address !== undefined && !exempt(address)) {
       bucket = addressBucket(address);
-      if (take(counts, bucket, caps.maxPerAddress) < 0) {
+      if (takeOrSweep(bucket, caps.maxPerAddress) < 0) {
         socket.destroy();
         refused('address', { client: address, maxConnectionsPerAddress: caps.maxPerAddress });
         return;
       }
-      socket.once('close', () => give(counts, bucket!));
     }
+    if (bucket === undefined && caps.maxConnections === 0) return;
+    const held = { bucket, total: false };
+    holding.set(socket, held);
+    socket.once('close', () => giveBack(socket));
     if (caps.maxConnections === 0) return;
-    const open = take(counts, TOTAL, caps.maxConnections);
+    const open = takeOrSweep(TOTAL, caps.maxConnections);
     if (open < 0) {
       socket.destroy(); // its close gives its address's count back
       refused('total', { maxConnections: caps.maxConnections, client: address });
       return;
     }
-    socket.once('close', () => {
-      const left = give(counts, TOTAL);
-      if (crowded && left < caps.maxConnections * RELIEVED) {
-        crowded = false;
-        server.keepAliveTimeout = caps.keepAliveTimeoutMs;
-      }
-    });
+    held.total = true;
     if (!crowded && open >= caps.maxConnections * CROWDED) {
       crowded = true;
       server.keepAliveTimeout = CROWDED_KEEP_ALIVE_MS;
