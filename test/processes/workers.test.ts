@@ -74,6 +74,21 @@ function valueOf(text: string, series: string): number {
   return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
+/** The process's log, a JSON line each. */
+const logLines = (server: ServerProcess) =>
+  server
+    .stdout()
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { msg: string; worker: number });
+
+/** The workers whose "shut down" line the log holds, in order of their number. */
+const workersShutDown = (server: ServerProcess) =>
+  logLines(server)
+    .filter((l) => l.msg === 'shut down')
+    .map((l) => l.worker)
+    .sort((a, b) => a - b);
+
 /** A server of `workers` workers on the environment given, once the supervisor says every one serves. */
 async function startWorkers(t: TestContext, env: EnvOverrides, workers: number): Promise<ServerProcess> {
   const server = await startServerProcess({ ...env, WORKERS: String(workers) }, { owner: t, startWithinMs: 60_000 });
@@ -263,19 +278,8 @@ describe('workers', () => {
     await eventually(async () => server.output().split('SIGHUP: nothing to reload').length - 1 === 4, 10_000, 50);
     server.child.kill('SIGTERM');
     assert.equal(await server.exited, 0);
-    const lines = server
-      .stdout()
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { msg: string; worker: number });
-    assert.deepEqual(
-      lines
-        .filter((l) => l.msg === 'shut down')
-        .map((l) => l.worker)
-        .sort(),
-      [1, 2, 3, 4],
-    );
-    assert.equal(lines.at(-1)!.msg, 'every worker shut down');
+    assert.deepEqual(workersShutDown(server), [1, 2, 3, 4]);
+    assert.equal(logLines(server).at(-1)!.msg, 'every worker shut down');
   });
 
   test('as soon as the first worker answers, the others still starting: the metrics answer, and on SIGTERM every worker shuts down, exit 0', async (t) => {
@@ -286,18 +290,7 @@ describe('workers', () => {
     assert.match(await scrape(env), /^petstore_workers_configured 8$/m);
     server.child.kill('SIGTERM');
     assert.equal(await server.exited, 0, server.output());
-    const lines = server
-      .stdout()
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { msg: string; worker: number });
-    assert.deepEqual(
-      lines
-        .filter((l) => l.msg === 'shut down')
-        .map((l) => l.worker)
-        .sort((a, b) => a - b),
-      [1, 2, 3, 4, 5, 6, 7, 8],
-    );
+    assert.deepEqual(workersShutDown(server), [1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
   test('a worker ended under load is started again, and every create acknowledged is stored once', async (t) => {
