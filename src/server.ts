@@ -5,7 +5,6 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { CACHE_ENTRIES } from './domain/ttl-cache.ts';
 import { buildApp } from './app.ts';
 import type { Config } from './config.ts';
 import { readTls } from './config/named-files.ts';
@@ -22,7 +21,7 @@ import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { shutDownOnSignals } from './shutdown.ts';
 import { nextStep, startFacts, startMessage } from './start-line.ts';
-import { openStore } from './storage/open.ts';
+import { openStore, serverOpenOptions } from './storage/open.ts';
 import type { Store } from './storage/store.ts';
 import type { Tracing } from './tracing/start.ts';
 import { packageVersion } from './version.ts';
@@ -44,6 +43,8 @@ export interface WorkerRole {
   port: MessagePort;
   /** This worker's share of the process's PostgreSQL connections. */
   poolSize: number;
+  /** This worker's share of the keys the process's key and ban caches hold. */
+  cacheEntries: number;
   /** With Redis, the process's limiter, asked over a port (workers/limiter-owner.ts); the shared table's otherwise. */
   limiter?: RateLimiter;
 }
@@ -75,12 +76,8 @@ export async function startServer(
   for (const warning of warnings) logger.warn(warning);
   const metrics = createMetrics();
   const store = await openStore(config.database, {
-    synchronous: config.sqliteSynchronous,
-    lockWaitMs: config.sqliteLockWaitMs,
-    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => logger.warn(message) },
-    migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
+    ...serverOpenOptions(config, logger),
     traceSqlite: tracing?.traceSqlite,
-    log: { info: (message) => logger.info(message), warn: (message) => logger.warn(message) },
     poolSize: role?.poolSize,
   });
   const table = role?.limiterTable ?? limiterTable(config.rateLimitMemoryBytes);
@@ -95,7 +92,7 @@ export async function startServer(
     metrics,
     tls,
     connectionCounts: role?.connectionTable,
-    cacheEntries: role && Math.ceil(CACHE_ENTRIES / config.workers),
+    cacheEntries: role?.cacheEntries,
     exposition: role && supervisorExposition(role.port),
   });
   if (config.database.engine === 'sqlite' && config.database.path !== ':memory:')

@@ -12,6 +12,7 @@
  */
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import type { Config } from '../config.ts';
 import { ConfigError } from '../config/variable.ts';
 import { withoutPassword } from '../domain/redaction.ts';
 import { MigrationError, type MigrationOptions } from './migration-mode.ts';
@@ -43,6 +44,24 @@ export interface OpenOptions {
   log?: PostgresOptions['log'];
   /** Connections the PostgreSQL pool may open (10 unless said): a worker's share of the process's (docs/workers.md). */
   poolSize?: number;
+}
+
+/**
+ * How a server opens its store, from the configuration: the migrations as MIGRATIONS says, a wait for the
+ * migration lock said once on `log`, which also hears what the store adapts to. The supervisor of several
+ * workers opens it so to migrate once; each worker, and one server alone, to serve.
+ */
+export function serverOpenOptions(
+  config: Pick<Config, 'sqliteSynchronous' | 'sqliteLockWaitMs' | 'migrationLockWaitMs' | 'migrations' | 'migrationStatementTimeoutMs'>,
+  log: { info(message: string): void; warn(message: string): void },
+): OpenOptions {
+  return {
+    synchronous: config.sqliteSynchronous,
+    lockWaitMs: config.sqliteLockWaitMs,
+    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => log.warn(message) },
+    migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
+    log: { info: (message) => log.info(message), warn: (message) => log.warn(message) },
+  };
 }
 
 /** Refuses a SQLite file whose folder does not exist, or creates the folder when `create` says so. */

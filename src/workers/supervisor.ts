@@ -22,7 +22,7 @@ import { serveLimiter } from './limiter-owner.ts';
 import { SharedLimiterClock } from './remote-limiter.ts';
 import { createLogger } from '../logger.ts';
 import { nextStep, startFacts, startMessage } from '../start-line.ts';
-import { openStore } from '../storage/open.ts';
+import { openStore, serverOpenOptions } from '../storage/open.ts';
 import { packageVersion } from '../version.ts';
 import { ProcessMetrics } from './process-metrics.ts';
 import type { ServerSignal, SignalMessage } from './signals.ts';
@@ -56,14 +56,7 @@ export async function superviseWorkers(config: Readonly<Config>, warnings: reado
   const log = createLogger(config.logLevel).child({ worker: 0 });
   for (const warning of warnings) log.warn(warning);
   // Migrations once, here, before any worker opens the database: the workers then find it current.
-  const store = await openStore(config.database, {
-    synchronous: config.sqliteSynchronous,
-    lockWaitMs: config.sqliteLockWaitMs,
-    migrationWait: { waitMs: config.migrationLockWaitMs, onWait: (message) => log.warn(message) },
-    migrations: { mode: config.migrations, statementTimeoutMs: config.migrationStatementTimeoutMs },
-    log: { info: (message) => log.info(message), warn: (message) => log.warn(message) },
-    poolSize: 1,
-  });
+  const store = await openStore(config.database, { ...serverOpenOptions(config, log), poolSize: 1 });
 
   const table = limiterTable(config.rateLimitMemoryBytes);
   const connections = connectionTable(config.maxConnections);

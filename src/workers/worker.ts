@@ -7,9 +7,10 @@ import type { ListeningMessage, WorkerData } from './supervisor.ts';
 import { workerShare } from './shares.ts';
 import { RemoteLimiter, SharedLimiterClock } from './remote-limiter.ts';
 import { POSTGRES_POOL_SIZE } from '../storage/postgres/pool-size.ts';
+import { CACHE_ENTRIES } from '../domain/ttl-cache.ts';
 
 const { index, config: shared, limiterBuffer, connectionBuffer, redisLimiter } = workerData as WorkerData;
-// The caches' budgets and the PostgreSQL pool are the process's: each worker keeps its share.
+// The caches' budgets, the key and ban caches' entries and the PostgreSQL pool are the process's: each worker keeps its share.
 const config = {
   ...shared,
   pageCacheBytes: Math.floor(shared.pageCacheBytes / shared.workers),
@@ -26,6 +27,7 @@ const app = await startServer(config, tracing, [], {
   signals: supervisorSignals(parentPort!),
   port: parentPort!,
   poolSize: workerShare(POSTGRES_POOL_SIZE, index, shared.workers),
+  cacheEntries: Math.ceil(CACHE_ENTRIES / shared.workers),
   limiter: redisLimiter && new RemoteLimiter(redisLimiter.port, new SharedLimiterClock(redisLimiter.clock)),
 });
 parentPort!.postMessage({ type: 'listening', address: app.server.address() as AddressInfo } satisfies ListeningMessage);
